@@ -1,0 +1,74 @@
+"""Devices and links as value objects (SI units) and as column arrays for vectorised scoring."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+# Bytes per element of activations, weights and gradients. TF32 stores fp32 values.
+ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
+
+
+@dataclass(frozen=True)
+class Device:
+    """One accelerator. ``peak_flops`` maps a precision to dense peak FLOP/s."""
+
+    name: str
+    peak_flops: dict[str, float] = field(hash=False)
+    mem_bandwidth: float  # bytes/s, decimal (the catalog's GB/s x 1e9)
+    clock_hz: float
+    memory_bytes: float
+    intra_link: str | None = None
+    max_per_node: int = 8
+
+
+@dataclass(frozen=True)
+class Link:
+    """One interconnect: per-direction bandwidth (bytes/s) and one-way latency (s)."""
+
+    name: str
+    bandwidth: float
+    latency: float = 0.0
+
+
+@dataclass(frozen=True)
+class DeviceTable:
+    """Devices as columns: index ``i`` in a plan's ``device`` array selects row ``i``."""
+
+    names: tuple[str, ...]
+    peak: np.ndarray  # (D, len(PRECISIONS)) FLOP/s, NaN where a precision is unsupported
+    mem_bandwidth: np.ndarray  # (D,) bytes/s
+    clock_hz: np.ndarray  # (D,)
+    memory_bytes: np.ndarray  # (D,)
+
+    @classmethod
+    def of(cls, devices: list[Device] | tuple[Device, ...]) -> DeviceTable:
+        peak = np.array(
+            [[d.peak_flops.get(p, np.nan) for p in PRECISIONS] for d in devices], dtype=float
+        ).reshape(len(devices), len(PRECISIONS))
+        return cls(
+            tuple(d.name for d in devices),
+            peak,
+            np.array([d.mem_bandwidth for d in devices], dtype=float),
+            np.array([d.clock_hz for d in devices], dtype=float),
+            np.array([d.memory_bytes for d in devices], dtype=float),
+        )
+
+
+@dataclass(frozen=True)
+class LinkTable:
+    """Links as columns: index ``i`` in a plan's link arrays selects row ``i``."""
+
+    names: tuple[str, ...]
+    bandwidth: np.ndarray  # (N,) bytes/s
+    latency: np.ndarray  # (N,) s
+
+    @classmethod
+    def of(cls, links: list[Link] | tuple[Link, ...]) -> LinkTable:
+        return cls(
+            tuple(x.name for x in links),
+            np.array([x.bandwidth for x in links], dtype=float),
+            np.array([x.latency for x in links], dtype=float),
+        )

@@ -1,0 +1,222 @@
+"""The vectorised evaluator: score arrays of training plans with PALEO.
+
+A plan is one row of :class:`Plans` (device, batch per worker, workers, scheme, links,
+precision, hybrid split point, PPP, pipelining). :func:`evaluate` returns a
+:class:`Breakdown` of arrays, one entry per plan, in seconds and bytes.
+
+How the work is shared: the compute part of a plan depends only on (device, precision,
+PPP_comp, pipelining, batch), so those combinations are made unique first and each is costed
+once over all of the net's terms as a (terms x combinations) array; plans then gather their
+row. Communication is closed-form per plan. There is no Python loop over plans.
+
+Times follow PALEO (Qi et al. 2017; paleo-model.md §A.2-§A.9, §B.1-§B.4):
+  compute term  C = FLOPs / (peak * PPP_comp), floored at one clock cycle, 0 when FLOPs = 0
+  memory term   M = bytes / (bandwidth * PPP_comp), floored at one clock cycle
+  layer phase   sum of its C and M terms, or max(sum C, sum M) with pipelining
+  iteration     forward + backward + update + communication (never overlapped, as in PALEO)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from costs import comm
+from costs.coefficients import NetCosts, Terms
+from costs.hardware import ELEMENT_BYTES, PRECISIONS, DeviceTable, LinkTable
+from costs.layers import PHASES
+
+_ELEM = np.array([ELEMENT_BYTES[p] for p in PRECISIONS], dtype=float)
+_UPDATE_BYTES = 4.0  # the update reads and writes fp32 master weights (Micikevicius et al. 2018)
+
+
+@dataclass(frozen=True)
+class Plans:
+    """Training plans as equal-length columns. Build with :func:`plans`."""
+
+    device: np.ndarray  # index into the DeviceTable
+    batch: np.ndarray  # samples per worker per iteration
+    workers: np.ndarray  # GPUs (data-parallel replicas, or the model-parallel group)
+    scheme: np.ndarray  # index into comm.SCHEME_NAMES
+    network: np.ndarray  # index into the LinkTable: the link between nodes
+    intra_link: np.ndarray  # index into the LinkTable: the link inside a node
+    gpus_per_node: np.ndarray
+    precision: np.ndarray  # index into hardware.PRECISIONS
+    split: np.ndarray  # first model-parallel layer; n_layers means pure data parallelism
+    ppp_comp: np.ndarray
+    ppp_comm: np.ndarray
+    pipeline: np.ndarray  # bool: per-layer max(compute, memory) instead of the sum
+
+    def __len__(self) -> int:
+        return int(self.device.shape[0])
+
+    def take(self, index) -> Plans:
+        """The plans selected by an index or mask."""
+        return Plans(**{f.name: getattr(self, f.name)[index] for f in fields(self)})
+
+
+_DEFAULTS = dict(
+    scheme=1, intra_link=0, gpus_per_node=1, precision=0, ppp_comp=1.0, ppp_comm=1.0,
+    pipeline=False,
+)
+_DTYPES = dict(ppp_comp=float, ppp_comm=float, pipeline=bool)
+
+
+def plans(n_layers: int, **columns) -> Plans:
+    """Broadcast scalars and arrays to one flat set of plans; ``split`` defaults to data parallel."""
+    values = {**_DEFAULTS, "split": n_layers, **columns}
+    missing = {f.name for f in fields(Plans)} - set(values)
+    if missing:
+        raise TypeError(f"plans() needs {', '.join(sorted(missing))}")
+    arrays = np.broadcast_arrays(*(np.atleast_1d(np.asarray(values[f.name])) for f in fields(Plans)))
+    return Plans(
+        **{
+            f.name: np.ascontiguousarray(a.ravel(), dtype=_DTYPES.get(f.name, np.int64))
+            for f, a in zip(fields(Plans), arrays)
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Per-plan results. Times in seconds, memory in bytes, ``*_params`` in parameters."""
+
+    forward: np.ndarray
+    backward: np.ndarray
+    update: np.ndarray
+    sync: np.ndarray  # gradient AllReduce
+    act_comm: np.ndarray  # activations exchanged by model-parallel layers
+    local_params: np.ndarray  # parameters held (and updated) by one GPU
+    sync_params: np.ndarray  # parameters whose gradients are AllReduced
+    activation_bytes: np.ndarray  # activations kept for the backward pass, one GPU
+    samples: np.ndarray  # samples per iteration, all workers together
+
+    @property
+    def compute(self) -> np.ndarray:
+        return self.forward + self.backward + self.update
+
+    @property
+    def comm(self) -> np.ndarray:
+        return self.sync + self.act_comm
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.compute + self.comm
+
+    @property
+    def throughput(self) -> np.ndarray:
+        """Samples per second."""
+        return self.samples / self.total
+
+
+def _term_times(terms: Terms, n, rate, floor, scale, n_groups: int, is_flops: bool):
+    """(groups x combos) seconds: each term converted and floored on its own, then summed."""
+    amount = (terms.a[:, None] + terms.b[:, None] * n[None, :]) * scale[None, :]
+    t = np.maximum(amount / rate[None, :], floor[None, :])
+    if is_flops:
+        t = np.where(amount > 0, t, 0.0)  # no work, no clock-cycle floor (§A.2)
+    out = np.zeros((n_groups, n.shape[0]))
+    uniq, start = terms.starts
+    if uniq.size:
+        out[uniq] = np.add.reduceat(t, start, axis=0)
+    return out
+
+
+def layer_times(costs: NetCosts, devices: DeviceTable, device, precision, ppp, pipeline, n):
+    """(L, 3, combos) seconds per layer and phase for each (device, precision, ppp, pipe, n)."""
+    peak = devices.peak[device, precision]
+    bw = devices.mem_bandwidth[device] * (costs.rules.mem_bytes_per_gb / 1e9)
+    floor = 1.0 / devices.clock_hz[device]
+    g = costs.n_groups
+    n = n.astype(float)
+    comp = _term_times(costs.flops, n, peak * ppp, floor, np.ones_like(peak), g, True)
+    mem = _term_times(costs.bytes, n, bw * ppp, floor, _ELEM[precision] / 4.0, g, False)
+    t = np.where(pipeline[None, :], np.maximum(comp, mem), comp + mem)
+    t = t.reshape(costs.n_layers, len(PHASES), len(costs.variants), -1)
+    return t.min(axis=2)  # "best": the cheaper algorithm per layer and phase
+
+
+def _update_time(params, peak, bw, floor, ppp):
+    """w <- w - lr dw: 2 FLOPs per parameter; read w, read dw, write w (§A.5)."""
+    flops = 2.0 * params
+    c = np.where(flops > 0, np.maximum(flops / (peak * ppp), floor), 0.0)
+    m = np.maximum(params * _UPDATE_BYTES / (bw * ppp), floor)
+    return c + 3.0 * m
+
+
+def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTable) -> Breakdown:
+    """Score every plan (arrays of one are fine); see the module docstring for the model."""
+    L = costs.n_layers
+    k = plans.workers.astype(float)
+    split = np.clip(plans.split, 0, L)
+    hybrid = split < L
+    any_hybrid = bool(hybrid.any())
+
+    # Unique compute combinations: the plans' own batch, and K * batch for model-parallel parts.
+    ppp_values, ppp_index = np.unique(plans.ppp_comp, return_inverse=True)
+    base = ((plans.device * len(PRECISIONS) + plans.precision) * len(ppp_values) + ppp_index) * 2
+    base = base + plans.pipeline
+    batches = plans.batch
+    bases = base
+    if any_hybrid:
+        batches = np.concatenate([plans.batch, plans.batch[hybrid] * plans.workers[hybrid]])
+        bases = np.concatenate([base, base[hybrid]])
+    bmax = int(batches.max()) + 1
+    keys, inverse = np.unique(bases * bmax + batches, return_inverse=True)
+    ub, un = np.divmod(keys, bmax)
+    ub, upipe = np.divmod(ub, 2)
+    ub, uppp = np.divmod(ub, len(ppp_values))
+    udev, uprec = np.divmod(ub, len(PRECISIONS))
+    t = layer_times(costs, devices, udev, uprec, ppp_values[uppp], upipe.astype(bool), un)
+    fwd_cum = np.concatenate([np.zeros((1, t.shape[-1])), np.cumsum(t[:, 0, :], axis=0)])
+    bwd_cum = np.concatenate([np.zeros((1, t.shape[-1])), np.cumsum(t[:, 1, :] + t[:, 2, :], axis=0)])
+
+    P = len(plans)
+    u1 = inverse[:P]
+    forward = fwd_cum[split, u1]
+    backward = bwd_cum[split, u1]
+
+    dev = plans.device
+    peak = devices.peak[dev, plans.precision]
+    membw = devices.mem_bandwidth[dev] * (costs.rules.mem_bytes_per_gb / 1e9)
+    floor = 1.0 / devices.clock_hz[dev]
+    upd_ppp = 1.0 if costs.rules.update_ignores_ppp else plans.ppp_comp
+    data_params = costs.params_before[split].astype(float)
+    update = _update_time(data_params, peak, membw, floor, upd_ppp)
+    local_params = data_params.copy()
+    elem = _ELEM[plans.precision]
+    act_comm = np.zeros(P)
+
+    if any_hybrid:
+        # Model-parallel part (Krizhevsky 2014): each of the K workers holds 1/K of every
+        # layer from the split on and pushes all K * n samples through it.
+        h = np.flatnonzero(hybrid)
+        uk = inverse[P:]
+        kh = k[h]
+        s = split[h]
+        forward[h] += (fwd_cum[L, uk] - fwd_cum[s, uk]) / kh
+        backward[h] += (bwd_cum[L, uk] - bwd_cum[s, uk]) / kh
+        model_params = (costs.total_params - costs.params_before[s]) / kh
+        update[h] += _update_time(model_params, peak[h], membw[h], floor[h], upd_ppp if np.isscalar(upd_ppp) else upd_ppp[h])
+        local_params[h] += model_params
+        # Each channel-mixing layer needs the whole input: an all-gather of (K-1)/K of the
+        # K*n-sample input forward, and a reduce-scatter of its gradient backward.
+        nodes = np.ceil(kh / np.minimum(plans.gpus_per_node[h], kh))
+        link = np.where(nodes > 1, plans.network[h], plans.intra_link[h])
+        nbytes = 2.0 * (kh - 1) * plans.batch[h] * elem[h] * costs.gather_from[s]
+        steps = 2.0 * (kh - 1) * costs.weighted_from[s]
+        act_comm[h] = nbytes / (links.bandwidth[link] * plans.ppp_comm[h]) + steps * links.latency[link]
+        act_comm[h] = np.where(kh > 1, act_comm[h], 0.0)
+
+    sync = comm.allreduce(
+        plans.scheme, data_params * elem, plans.workers, plans.gpus_per_node,
+        links.bandwidth[plans.intra_link], links.latency[plans.intra_link],
+        links.bandwidth[plans.network], links.latency[plans.network], plans.ppp_comm,
+    )
+    samples = plans.batch * k
+    activation_bytes = elem * plans.batch * float(costs.act_before[L])
+    return Breakdown(
+        forward, backward, update, sync, act_comm, local_params, data_params,
+        activation_bytes, samples,
+    )

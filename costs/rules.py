@@ -1,0 +1,97 @@
+"""Rule sets: the knobs that make the evaluator reproduce one version of PALEO.
+
+PALEO's FLOP and time rules changed once after the paper (commit 676f3ff, 2017-01-11).
+``paleo-2016`` follows the initial release (b12c04b), which produced the authors' published
+web-demo numbers; ``paleo-2018`` follows the final code (984bbf5). The differences are all
+listed here, as flags, so that each quirk is named once and applied where the flag is read.
+Both share PALEO's unit conventions: device memory bandwidth is *labelled* GB/s but used as
+GiB/s (``bytes / 2**30 / bw``), network bandwidth is decimal, and the weight update ignores
+PPP_comp (Qi et al. 2017; paleo-model.md §A.3, §A.5, §B.5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Layer types of PALEO's initial release (paleo-model.md §E.1).
+_TYPES_2016 = frozenset(
+    {"Input", "Convolution", "Pooling", "AvgPool", "Dropout", "Concatenate", "Softmax"}
+)
+# Types added by later commits; "Generic" stands for zero-cost pass-throughs such as BatchNorm.
+_TYPES_2018 = _TYPES_2016 | frozenset(
+    {
+        "Elementwise",
+        "InnerProduct",
+        "Deconvolution",
+        "Reshape",
+        "Sigmoid",
+        "UpSampling2D",
+        "Generic",
+        "BatchNorm",
+        "ReLU",
+        "Tanh",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """One PALEO rule set. Flags are named for the quirk they switch on."""
+
+    name: str
+    description: str
+    layer_types: frozenset[str]
+    # Forward GEMM reads the padded input (2018) or the unpadded one (2016).
+    read_padded_input: bool
+    # SAME padding per side: TensorFlow's ((oh-1)*s + k - H)//2 (2018) or ((H-1)*s + k - H)//2
+    # (2016), which is wrong for strided convolutions (paleo-model.md §A.4.1).
+    tf_same_padding: bool
+    # Odd-padding fix of the gradient convolution: when |before-after| == 1 (2018) or only
+    # when before == after - 1 (2016); gradient padding min(before, after) (2018) or before (2016).
+    symmetric_odd_fix: bool
+    # Backward-data records the inserted zeros as "holes in inputs" and adds their FLOPs (2018).
+    count_input_holes: bool
+    # Backward-filter of a VALID layer stays VALID (2018) or takes the layer's padding (2016).
+    valid_filter_grad: bool
+    # Bytes per "GB" of device memory bandwidth: PALEO divides bytes by 2**30 (§B.5 item 1).
+    mem_bytes_per_gb: float = float(2**30)
+    # PALEO costs the weight update with PPP_comp fixed at 1.0 (§A.5, F.9).
+    update_ignores_ppp: bool = True
+
+
+PALEO_2018 = Rules(
+    name="paleo-2018",
+    description="PALEO's final code (984bbf5, 2018-03-19): TF padding, later layer types",
+    layer_types=_TYPES_2018,
+    read_padded_input=True,
+    tf_same_padding=True,
+    symmetric_odd_fix=True,
+    count_input_holes=True,
+    valid_filter_grad=True,
+)
+
+PALEO_2016 = Rules(
+    name="paleo-2016",
+    description="PALEO's initial release (b12c04b, 2016-12-05): the authors' published demo values",
+    layer_types=_TYPES_2016,
+    read_padded_input=False,
+    tf_same_padding=False,
+    symmetric_odd_fix=False,
+    count_input_holes=False,
+    valid_filter_grad=False,
+)
+
+RULES: dict[str, Rules] = {r.name: r for r in (PALEO_2018, PALEO_2016)}
+DEFAULT_RULES = PALEO_2018.name
+
+
+def get_rules(name: str) -> Rules:
+    """Return the rule set called ``name``; raise with the valid names otherwise."""
+    from costs.errors import PlannerError
+
+    try:
+        return RULES[name]
+    except KeyError:
+        raise PlannerError(
+            f"unknown rule set '{name}' (valid: {', '.join(RULES)})"
+        ) from None

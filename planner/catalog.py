@@ -1,0 +1,241 @@
+"""The only reader of ``configs/``: devices, networks, prices and the model zoo.
+
+Catalog files are validated strictly when first read (unknown or missing keys are errors) and
+cached. Units are converted here, once: GB/s and Gbit/s become bytes/s, TFLOP/s become FLOP/s,
+microseconds become seconds (see the headers of the TOML files for the conventions).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from costs.hardware import PRECISIONS, Device, DeviceTable, Link, LinkTable
+from planner.errors import CatalogError, SpecError
+
+# Names PALEO and its demo use for zoo nets (paleo-model.md §E.2).
+NET_ALIASES = {"alex_v2": "alexnet", "alex_v2_1gpu": "alexnet_cc2"}
+
+_DEVICE_KEYS = {
+    "name": str, "vendor": str, "generation": str, "paleo": bool, "clock_mhz": (int, float),
+    "memory_gb": (int, float), "mem_bandwidth_gbs": (int, float), "tdp_w": (int, float),
+    "form_factor": str, "intra_node_link": str, "max_gpus_per_node": int, "source": str,
+    "date": str, "peak_tflops": dict,
+}
+_DEVICE_OPTIONAL = {"generation", "tdp_w", "form_factor"}
+_NETWORK_KEYS = {
+    "name": str, "kind": str, "paleo": bool, "bandwidth_gbit_s": (int, float),
+    "latency_us": (int, float), "source": str, "date": str,
+}
+_PRICE_KEYS = {"usd_per_gpu_hour": (int, float), "provider": str, "source": str, "date": str}
+
+
+def configs_dir() -> Path:
+    """Where the catalogs live: $PLANNER_CONFIGS, the installed package data, or the checkout."""
+    env = os.environ.get("PLANNER_CONFIGS")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parent
+    installed = here / "configs"
+    if (installed / "devices.toml").is_file():
+        return installed
+    return here.parent / "configs"
+
+
+def _read_toml(name: str) -> dict:
+    path = configs_dir() / name
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise CatalogError(f"catalog file {name} not found in {path.parent}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{name}: malformed TOML: {exc}") from None
+
+
+def _check(file: str, key: str, entry: dict, schema: dict, optional=frozenset()) -> None:
+    if not isinstance(entry, dict):
+        raise CatalogError(f"{file}: [{key}] must be a table")
+    unknown = set(entry) - set(schema)
+    if unknown:
+        raise CatalogError(
+            f"{file}: [{key}] has unknown key(s) {', '.join(sorted(unknown))} "
+            f"(valid: {', '.join(schema)})"
+        )
+    missing = set(schema) - set(entry) - set(optional)
+    if missing:
+        raise CatalogError(f"{file}: [{key}] lacks {', '.join(sorted(missing))}")
+    for k, v in entry.items():
+        if not isinstance(v, schema[k]) or isinstance(v, bool) != (schema[k] is bool):
+            raise CatalogError(f"{file}: [{key}] {k} has the wrong type ({type(v).__name__})")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """A catalog device: the model's :class:`Device` plus what reports show."""
+
+    key: str
+    device: Device
+    name: str
+    vendor: str
+    paleo: bool
+    source: str
+    date: str
+    price_usd_per_hour: float | None
+    price_source: str | None
+    raw: dict = field(compare=False, hash=False, repr=False)
+
+
+@dataclass(frozen=True)
+class NetworkInfo:
+    key: str
+    link: Link
+    name: str
+    kind: str
+    paleo: bool
+    source: str
+    date: str
+    raw: dict = field(compare=False, hash=False, repr=False)
+
+
+@lru_cache(maxsize=1)
+def networks() -> dict[str, NetworkInfo]:
+    """Every link in networks.toml, by key."""
+    data = _read_toml("networks.toml")
+    out = {}
+    for key, e in data.items():
+        _check("networks.toml", key, e, _NETWORK_KEYS)
+        if e["bandwidth_gbit_s"] <= 0 or e["latency_us"] < 0:
+            raise CatalogError(f"networks.toml: [{key}] needs a positive bandwidth and latency >= 0")
+        if e["kind"] not in ("inter_node", "intra_node"):
+            raise CatalogError(f"networks.toml: [{key}] kind must be inter_node or intra_node")
+        link = Link(key, e["bandwidth_gbit_s"] * 1e9 / 8, e["latency_us"] * 1e-6)
+        out[key] = NetworkInfo(key, link, e["name"], e["kind"], e["paleo"], e["source"], e["date"], e)
+    return out
+
+
+@lru_cache(maxsize=1)
+def prices() -> dict[str, dict]:
+    """On-demand prices per GPU-hour, by device key."""
+    data = _read_toml("prices.toml")
+    for key, e in data.items():
+        _check("prices.toml", key, e, _PRICE_KEYS)
+    return data
+
+
+@lru_cache(maxsize=1)
+def devices() -> dict[str, DeviceInfo]:
+    """Every device in devices.toml, by key, with its price when one is listed."""
+    data = _read_toml("devices.toml")
+    links = networks()
+    price = prices()
+    out = {}
+    for key, e in data.items():
+        _check("devices.toml", key, e, _DEVICE_KEYS, _DEVICE_OPTIONAL)
+        bad = set(e["peak_tflops"]) - set(PRECISIONS) - {"fp8"}
+        if bad:
+            raise CatalogError(
+                f"devices.toml: [{key}.peak_tflops] unknown precision(s) {', '.join(sorted(bad))} "
+                f"(valid: {', '.join(PRECISIONS)}, fp8)"
+            )
+        if "fp32" not in e["peak_tflops"]:
+            raise CatalogError(f"devices.toml: [{key}.peak_tflops] lacks fp32")
+        if e["intra_node_link"] not in links:
+            raise CatalogError(
+                f"devices.toml: [{key}] intra_node_link '{e['intra_node_link']}' is not in networks.toml"
+            )
+        peak = {p: float(v) * 1e12 for p, v in e["peak_tflops"].items() if p in PRECISIONS}
+        dev = Device(
+            key, peak, e["mem_bandwidth_gbs"] * 1e9, e["clock_mhz"] * 1e6, e["memory_gb"] * 1e9,
+            e["intra_node_link"], e["max_gpus_per_node"],
+        )
+        p = price.get(key)
+        out[key] = DeviceInfo(
+            key, dev, e["name"], e["vendor"], e["paleo"], e["source"], e["date"],
+            p["usd_per_gpu_hour"] if p else None, p["source"] if p else None, e,
+        )
+    unknown = set(price) - set(out)
+    if unknown:
+        raise CatalogError(f"prices.toml: no device named {', '.join(sorted(unknown))} in devices.toml")
+    return out
+
+
+def _lookup(kind: str, name: str, table: dict):
+    if name in table:
+        return table[name]
+    folded = {k.lower().replace("-", "_"): k for k in table}
+    key = folded.get(name.lower().replace("-", "_"))
+    if key:
+        return table[key]
+    hint = difflib.get_close_matches(name, list(table), n=1, cutoff=0.5)
+    also = f"; did you mean {hint[0]}?" if hint else ""
+    raise CatalogError(f"unknown {kind} '{name}' (valid: {', '.join(table)}){also}")
+
+
+def device(name: str) -> DeviceInfo:
+    """One device by key (case-insensitive); the error lists the valid keys."""
+    return _lookup("device", name, devices())
+
+
+def network(name: str) -> NetworkInfo:
+    """One link by key (case-insensitive); the error lists the valid keys."""
+    return _lookup("network", name, networks())
+
+
+def device_table(keys: list[str] | tuple[str, ...]) -> DeviceTable:
+    return DeviceTable.of([device(k).device for k in keys])
+
+
+def link_table(keys: list[str] | tuple[str, ...]) -> LinkTable:
+    return LinkTable.of([network(k).link for k in keys])
+
+
+def zoo() -> dict[str, Path]:
+    """Zoo nets by name: the JSON files of configs/nets/."""
+    return {p.stem: p for p in sorted((configs_dir() / "nets").glob("*.json"))}
+
+
+def net_path(name: str) -> Path:
+    """A zoo name (or PALEO alias) or a path to a spec file."""
+    nets = zoo()
+    key = NET_ALIASES.get(name, name)
+    if key in nets:
+        return nets[key]
+    path = Path(name)
+    if path.suffix == ".json" or os.sep in name:
+        if not path.is_file():
+            raise SpecError(f"spec file '{name}' not found")
+        return path
+    hint = difflib.get_close_matches(name, list(nets), n=1)
+    also = f"; did you mean {hint[0]}?" if hint else ""
+    raise CatalogError(f"unknown net '{name}' (valid: {', '.join(nets)}, or a path to a .json spec){also}")
+
+
+@lru_cache(maxsize=64)
+def _net(path: str, rules_name: str):
+    from costs.graph import build_net, load_spec
+    from costs.rules import get_rules
+
+    return build_net(load_spec(path), Path(path).name, get_rules(rules_name))
+
+
+def load_net(name: str, rules: str):
+    """Parse a zoo net or spec file under a rule set (cached)."""
+    return _net(str(net_path(name)), rules)
+
+
+@lru_cache(maxsize=64)
+def _costs(path: str, rules_name: str, algorithm: str):
+    from costs import coefficients
+    from costs.rules import get_rules
+
+    return coefficients.build(_net(path, rules_name), get_rules(rules_name), algorithm)
+
+
+def net_costs(name: str, rules: str, algorithm: str = "gemm"):
+    """Per-layer cost coefficients of a net (cached per net, rules and algorithm)."""
+    return _costs(str(net_path(name)), rules, algorithm)

@@ -1,0 +1,226 @@
+"""The `planner` command line (Typer). Each command imports only what it uses."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="planner",
+    help="Plan deep-learning training runs with the PALEO performance model: "
+    "how to train network X, on which hardware, fastest or cheapest.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class Fmt(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+class Scaling(str, Enum):
+    strong = "strong"
+    weak = "weak"
+
+
+class SchemeOpt(str, Enum):
+    onetoall = "onetoall"
+    tree = "tree"
+    butterfly = "butterfly"
+    ring = "ring"
+    all = "all"
+
+
+class Parallel(str, Enum):
+    data = "data"
+    model = "model"
+    hybrid = "hybrid"
+
+
+class RulesOpt(str, Enum):
+    paleo_2018 = "paleo-2018"
+    paleo_2016 = "paleo-2016"
+
+
+class ConvAlg(str, Enum):
+    gemm = "gemm"
+    fft = "fft"
+    best = "best"
+
+
+class Precision(str, Enum):
+    fp32 = "fp32"
+    tf32 = "tf32"
+    fp16 = "fp16"
+    bf16 = "bf16"
+
+
+class What(str, Enum):
+    nets = "nets"
+    devices = "devices"
+    networks = "networks"
+
+
+def parse_int_list(value: str, option: str) -> tuple[int, ...]:
+    """'1,2,4,8' or '1-8' (powers of two) -> a tuple of positive integers."""
+    from planner.errors import BadInput
+
+    out: list[int] = []
+    for part in value.replace(" ", "").split(","):
+        try:
+            if "-" in part[1:]:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                v = lo
+                while v <= hi:
+                    out.append(v)
+                    v *= 2
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise BadInput(
+                f"{option} takes integers like 1,2,4,8 or a range 1-128 (powers of two), got '{value}'"
+            ) from None
+    if not out or min(out) < 1:
+        raise BadInput(f"{option} takes positive integers, got '{value}'")
+    return tuple(out)
+
+
+ESTIMATE_COLUMNS = [
+    ("workers", "workers"), ("scheme", "scheme"), ("batch_per_worker", "batch/wkr"),
+    ("forward_ms", "fwd ms"), ("backward_ms", "bwd ms"), ("update_ms", "update ms"),
+    ("compute_ms", "compute ms"), ("comm_ms", "comm ms"), ("total_ms", "total ms"),
+    ("speedup", "speedup"), ("throughput_samples_s", "samples/s"),
+]
+
+
+@app.command()
+def estimate(
+    net: Annotated[str, typer.Argument(help="Zoo name (see `planner list nets`) or path to a PALEO JSON spec.")],
+    device: Annotated[str, typer.Option(help="Device key (see `planner list devices`).")] = "TITAN_X",
+    network: Annotated[str, typer.Option(help="Link between workers (see `planner list networks`).")] = "ethernet",
+    batch: Annotated[int | None, typer.Option(help="Batch: total for strong scaling, per worker for weak. Default: the spec's.")] = None,
+    workers: Annotated[str, typer.Option(help="Worker counts, e.g. 1,2,4,8 or 1-128.")] = "1,2,4,8,16,32,64,128",
+    scaling: Annotated[Scaling, typer.Option(help="strong: fixed total batch; weak: fixed batch per worker.")] = Scaling.weak,
+    scheme: Annotated[SchemeOpt, typer.Option(help="AllReduce scheme; 'all' is PALEO's three plus ring.")] = SchemeOpt.all,
+    ppp_comp: Annotated[float, typer.Option(help="PALEO's platform percent of peak for compute, in (0, 1].")] = 1.0,
+    ppp_comm: Annotated[float, typer.Option(help="PALEO's platform percent of peak for communication, in (0, 1].")] = 1.0,
+    pipeline: Annotated[bool, typer.Option("--pipeline", help="Overlap each layer's memory traffic with its compute.")] = False,
+    parallel: Annotated[Parallel, typer.Option(help="data, model (ModelParallel blocks, or every layer split), or hybrid.")] = Parallel.data,
+    split: Annotated[str | None, typer.Option(help="Hybrid: first model-parallel layer (default: the first FC layer).")] = None,
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node: the device's intra-node link inside, --network between.")] = 1,
+    rules: Annotated[RulesOpt, typer.Option(help="PALEO rule set to reproduce.")] = RulesOpt.paleo_2018,
+    conv_algorithm: Annotated[ConvAlg, typer.Option(help="Convolution cost model; best = the cheaper per layer.")] = ConvAlg.gemm,
+    precision: Annotated[Precision, typer.Option(help="Arithmetic precision (peak and element size).")] = Precision.fp32,
+    format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
+) -> None:
+    """PALEO's estimate per worker count and AllReduce scheme: a scaling table."""
+    from costs import comm
+    from planner import render
+    from planner.estimate import EstimateRequest
+    from planner.estimate import estimate as run
+
+    schemes = tuple(comm.SCHEME_NAMES) if scheme is SchemeOpt.all else (scheme.value,)
+    req = EstimateRequest(
+        net=net, device=device, network=network, batch=batch,
+        workers=parse_int_list(workers, "--workers"), scaling=scaling.value, schemes=schemes,
+        ppp_comp=ppp_comp, ppp_comm=ppp_comm, pipeline=pipeline, parallel=parallel.value,
+        rules=rules.value, conv_algorithm=conv_algorithm.value, precision=precision.value,
+        gpus_per_node=gpus_per_node, split=split,
+    )
+    records = run(req)
+    if format is Fmt.json:
+        typer.echo(render.to_json(records))
+    elif format is Fmt.csv:
+        typer.echo(render.to_csv(records), nl=False)
+    else:
+        r0 = records[0]
+        typer.echo(
+            f"{r0['net']} on {r0['device']} over {r0['network']}, {r0['scaling']} scaling, "
+            f"{r0['parallel']} parallel, {r0['precision']}, rules {r0['rules']}"
+        )
+        typer.echo(render.table(records, ESTIMATE_COLUMNS))
+
+
+@app.command()
+def summary(
+    net: Annotated[str, typer.Argument(help="Zoo name or path to a PALEO JSON spec.")],
+    batch: Annotated[int | None, typer.Option(help="Batch size (default: the spec's).")] = None,
+    rules: Annotated[RulesOpt, typer.Option(help="PALEO rule set.")] = RulesOpt.paleo_2018,
+    format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
+) -> None:
+    """Per-layer table: type, output shape, parameters, FLOPs and activation bytes, with totals."""
+    from planner import render
+    from planner.summary import TOTAL_KEYS, summarize
+
+    rows, totals = summarize(net, batch, rules.value)
+    if format is Fmt.json:
+        typer.echo(render.to_json({"layers": rows, "totals": totals}))
+    elif format is Fmt.csv:
+        typer.echo(render.to_csv(rows + [totals]), nl=False)
+    else:
+        cols = [
+            ("layer", "layer"), ("type", "type"), ("output_shape", "output"),
+            ("params", "params"), ("forward_flops", "fwd FLOPs"),
+            ("backward_flops", "bwd FLOPs"), ("activation_bytes", "act bytes"),
+        ]
+        typer.echo(f"{totals['net']} at batch {totals['batch']} (rules {rules.value})")
+        typer.echo(render.table(rows + [{**totals, "layer": "total", "type": ""}], cols, 0))
+        del TOTAL_KEYS
+
+
+@app.command(name="list")
+def list_(
+    what: Annotated[What, typer.Argument(help="nets, devices or networks.")],
+    format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
+) -> None:
+    """What the catalogs hold, with units and sources."""
+    from planner import render
+    from planner.listing import listing
+
+    records, cols = listing(what.value)
+    if format is Fmt.json:
+        typer.echo(render.to_json(records))
+    elif format is Fmt.csv:
+        typer.echo(render.to_csv(records), nl=False)
+    else:
+        typer.echo(render.table(records, cols, 2))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app; turn every planner or usage error into one line on stderr."""
+    from costs.errors import PlannerError
+
+    try:  # recent Typer vendors Click
+        from typer._click.exceptions import NoArgsIsHelpError, UsageError
+    except ImportError:  # pragma: no cover - older Typer on top of Click
+        from click.exceptions import NoArgsIsHelpError, UsageError
+    Abort = typer.Abort
+
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="planner", standalone_mode=False)
+    except PlannerError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        return exc.exit_code
+    except NoArgsIsHelpError as exc:
+        typer.echo(exc.ctx.get_help() if exc.ctx else "usage: planner COMMAND --help")
+        return 0
+    except UsageError as exc:
+        typer.echo(f"error: {exc.format_message()}", err=True)
+        return 2
+    except Abort:
+        typer.echo("aborted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return result if isinstance(result, int) else 0
+
+
+def run() -> None:  # console-script entry
+    sys.exit(main())
