@@ -104,8 +104,9 @@ def _from_data(s: ShapedLayer) -> bool:
 def _conv_work(s: ShapedLayer, n: int, rules, algorithm: str) -> dict[str, Work]:
     g = _conv_geom(s, rules)
     gg = conv.grad_geometry(g, rules, s.name)
-    fwd_alg = algorithm if conv.fft_applies(g.kh, g.kw, g.sh * g.sw) else "gemm"
-    grad_alg = algorithm if conv.fft_applies(g.kh, g.kw, 1) else "gemm"
+    # cuDNN's FFT algorithms need unit stride in every phase (the gradients of a strided
+    # convolution are strided too), so the layer's own stride decides for all three phases.
+    fwd_alg = grad_alg = algorithm if conv.fft_applies(g.kh, g.kw, g.sh * g.sw) else "gemm"
     work = {
         "fwd": conv.conv_forward(n, g, rules, fwd_alg),
         "bwd_filter": conv.conv_backward_filter(n, g, gg, rules, grad_alg),
@@ -159,8 +160,8 @@ def _deconv_work(s: ShapedLayer, n: int, rules, algorithm: str) -> dict[str, Wor
     """Forward = data gradient of the equivalent conv, and vice versa (paleo-model.md §A.4.6)."""
     g, _ = _deconv_equivalent(s.layer, s.in_shapes[0], rules)
     gg = conv.grad_geometry(g, rules, s.name)
-    alg = algorithm if conv.fft_applies(g.kh, g.kw, 1) else "gemm"
-    fwd_alg = algorithm if conv.fft_applies(g.kh, g.kw, g.sh * g.sw) else "gemm"
+    # As for convolutions: FFT only when the (equivalent) convolution has unit stride.
+    alg = fwd_alg = algorithm if conv.fft_applies(g.kh, g.kw, g.sh * g.sw) else "gemm"
     work = {
         "fwd": conv.conv_backward_data(n, g, gg, rules, alg),
         "bwd_filter": conv.conv_backward_filter(n, g, gg, rules, alg),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -190,6 +191,143 @@ def list_(
         typer.echo(render.to_csv(records), nl=False)
     else:
         typer.echo(render.table(records, cols, 2))
+
+
+class Objective(str, Enum):
+    time = "time"
+    cost = "cost"
+    throughput = "throughput"
+    time_cost = "time,cost"
+
+
+@app.command()
+def optimize(
+    net: Annotated[str, typer.Argument(help="Zoo name (see `planner list nets`) or path to a PALEO JSON spec.")],
+    budget: Annotated[list[str] | None, typer.Option(help="GPU count (16gpus, '16 GPUs', 16) or money ($500, 500usd); may be given twice.")] = None,
+    deadline: Annotated[str | None, typer.Option(help="Latest time to train, e.g. 24h, 90m, 2d.")] = None,
+    objective: Annotated[str, typer.Option(help="time (default), cost, throughput, or time,cost for the Pareto set.")] = "time",
+    gpu: Annotated[str | None, typer.Option(help="GPU types to consider, e.g. A100,H100 (prefixes). Default: current GPUs with a price.")] = None,
+    network: Annotated[str, typer.Option(help="Link between nodes (see `planner list networks`).")] = "eth100",
+    epochs: Annotated[float | None, typer.Option(help="Epochs to train (default: the net's, e.g. 90 for ImageNet).")] = None,
+    dataset_size: Annotated[int | None, typer.Option(help="Samples per epoch (default: the net's dataset).")] = None,
+    global_batch: Annotated[int | None, typer.Option(help="Fix the global batch (strong scaling) instead of searching the batch per GPU.")] = None,
+    max_global_batch: Annotated[int, typer.Option(help="Largest global batch (Goyal et al. 2017: 8192 for ImageNet).")] = 8192,
+    min_global_batch: Annotated[int, typer.Option(help="Smallest global batch.")] = 1,
+    optimizer: Annotated[str, typer.Option(help="Optimizer state kept per parameter: sgd, momentum or adam.")] = "momentum",
+    precision: Annotated[str, typer.Option(help="fp32, tf32, fp16, bf16, or any to search it.")] = "fp32",
+    pipeline: Annotated[bool, typer.Option("--pipeline/--no-pipeline", help="Overlap each layer's memory traffic with its compute.")] = False,
+    hybrid: Annotated[bool, typer.Option("--hybrid/--no-hybrid", help="Also search hybrid data/model splits.")] = True,
+    ppp_comp: Annotated[float, typer.Option(help="Platform percent of peak for compute (PALEO's TensorFlow value).")] = 0.62,
+    ppp_comm: Annotated[float, typer.Option(help="Platform percent of peak for communication.")] = 0.72,
+    rules: Annotated[RulesOpt, typer.Option(help="PALEO rule set.")] = RulesOpt.paleo_2018,
+    conv_algorithm: Annotated[ConvAlg, typer.Option(help="Convolution cost model.")] = ConvAlg.gemm,
+    trials: Annotated[int, typer.Option(help="Optuna trials (total, counting a resumed study's).")] = 200,
+    timeout: Annotated[float | None, typer.Option(help="Stop asking for trials after this many seconds.")] = None,
+    seed: Annotated[int, typer.Option(help="Sampler seed, recorded in the output.")] = 0,
+    storage: Annotated[str | None, typer.Option(help="Optuna storage to persist/resume: sqlite:///x.db, journal:FILE, postgresql://...")] = None,
+    study_name: Annotated[str | None, typer.Option(help="Study name in --storage (default: derived from the request).")] = None,
+    exhaustive: Annotated[str, typer.Option(help="auto: enumerate the space when small and report the gap; always; never.")] = "auto",
+    out: Annotated[str | None, typer.Option(help="Run folder (default results/<timestamp>_<net>_<budget>/).")] = None,
+    format: Annotated[Fmt, typer.Option("--format", help="table or json (csv: the best plan and alternatives).")] = Fmt.table,
+) -> None:
+    """The fastest (or cheapest) training plan under constraints, why it wins, what binds."""
+    from planner import render
+    from planner.optimize import OptimizeRequest
+    from planner.optimize import optimize as run
+    from planner.results import dumps, run_dir, versions, write_atomic
+
+    budgets = tuple(budget or ())
+    name = study_name
+    if storage and not name:
+        name = f"{net}_{'_'.join(budgets) or 'nobudget'}_{objective}".replace("$", "usd").replace(" ", "")
+    req = OptimizeRequest(
+        net=net, budget=budgets, deadline=deadline, objective=objective, gpu=gpu, network=network,
+        epochs=epochs, dataset_size=dataset_size, global_batch=global_batch,
+        max_global_batch=max_global_batch, min_global_batch=min_global_batch, optimizer=optimizer,
+        precision=precision, pipeline=pipeline, hybrid=hybrid, ppp_comp=ppp_comp, ppp_comm=ppp_comm,
+        rules=rules.value, conv_algorithm=conv_algorithm.value, trials=trials, timeout=timeout,
+        seed=seed, storage=storage, study_name=name, exhaustive=exhaustive,
+    )
+    result = run(req)
+    data = result.to_dict()
+    data["versions"] = versions()
+    saved = None
+    if storage is None:
+        what = "_".join(budgets) or "nobudget"
+        saved = write_atomic(Path(out) if out else run_dir("results", net, what), {"run.json": dumps(data)})
+        data["run_dir"] = str(saved)
+    if format is Fmt.json:
+        typer.echo(render.to_json(data))
+        return
+    rows = [result.best] + result.alternatives
+    if format is Fmt.csv:
+        typer.echo(render.to_csv(rows, PLAN_CSV), nl=False)
+        return
+    typer.echo(render_optimize(result, saved))
+
+
+PLAN_CSV = [
+    "gpu", "gpus", "gpus_per_node", "nodes", "batch_per_worker", "global_batch", "parallel", "split",
+    "scheme", "precision", "network", "time_to_train_s", "cost_usd", "iteration_ms", "forward_ms",
+    "backward_ms", "update_ms", "comm_ms", "throughput_samples_s", "memory_gb",
+]
+
+
+def render_optimize(result, saved) -> str:
+    """The terminal report of `planner optimize`."""
+    from planner import render
+
+    b = result.best
+    lines = []
+    inside = f"{b['nodes']} node{'s' if b['nodes'] > 1 else ''} x {b['gpus_per_node']}"
+    split = "data parallel" if b["parallel"] == "data" else f"hybrid (model parallel from {b['split']})"
+    goal = ", ".join(result.objectives)
+    lines.append(f"Best plan for {result.net} (minimising {goal}):")
+    lines.append(
+        f"  {b['gpus']} x {b['gpu']}  ({inside}; {b['intra_node_link']} inside a node, "
+        f"{b['network']} between nodes)"
+    )
+    lines.append(
+        f"  {split}, {b['batch_per_worker']} samples per GPU (global batch {b['global_batch']:,}), "
+        f"{b['scheme']} AllReduce, {b['precision']}"
+    )
+    cost = "n/a (no price)" if b["cost_usd"] is None else f"${b['cost_usd']:,.2f}"
+    lines.append(
+        f"  time to train {render.duration(b['time_to_train_s'])}   cost {cost}   "
+        f"iteration {b['iteration_ms']:,.2f} ms   {b['throughput_samples_s']:,.0f} samples/s   "
+        f"memory {b['memory_gb']:.1f} of {b['device_memory_gb']:.0f} GB"
+    )
+    lines.append(
+        f"  per iteration: forward {b['forward_ms']:,.2f} ms, backward {b['backward_ms']:,.2f} ms, "
+        f"update {b['update_ms']:,.2f} ms, communication {b['comm_ms']:,.2f} ms"
+    )
+    lines.append("")
+    lines.append("Why it wins:")
+    lines += [f"  - {w}" for w in b["why"]]
+    if result.alternatives:
+        lines.append("")
+        lines.append("Pareto front:" if result.pareto else "Next best:")
+        alts = [dict(a, time_to_train=render.duration(a["time_to_train_s"]),
+                     cost="-" if a["cost_usd"] is None else f"${a['cost_usd']:,.2f}")
+                for a in ([b] + result.alternatives if result.pareto else result.alternatives)]
+        cols = [("gpu", "gpu"), ("gpus", "gpus"), ("gpus_per_node", "per node"),
+                ("batch_per_worker", "batch/GPU"), ("parallel", "parallel"), ("scheme", "scheme"),
+                ("time_to_train", "time to train"), ("cost", "cost"), ("iteration_ms", "iter ms")]
+        lines += ["  " + x for x in render.table(alts, cols, 2).splitlines()]
+    s = result.search
+    lines.append("")
+    certified = ""
+    if "gap" in s and s["gap"] is not None:
+        certified = (f"; exhaustive optimum over {s['exhaustive_plans']:,} plans: the search was "
+                     f"{s['gap']:.2%} from it")
+    lines.append(
+        f"Search: {s['sampler']} seed {s['seed']}, {s['trials']} trials, "
+        f"{s['evaluated_plans']:,} plans scored in {s['seconds']:.2f} s{certified}."
+    )
+    lines.append(f"Reproduce: {b['estimate_command']}")
+    if saved:
+        lines.append(f"Saved: {saved}/run.json")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,68 @@
+"""`planner estimate NET --parallel model` for a spec with ``ModelParallel`` blocks.
+
+The spec fixes the placement: its layers run on ``max(device) + 1`` GPUs as one model replica
+(paleo-model.md §B.3), scored by :func:`costs.modelparallel.evaluate_explicit`. The result is
+one record with the keys of :func:`planner.estimate.estimate`'s records: ``workers`` is the
+number of GPUs, ``scheme`` is "none" (one replica, no gradient AllReduce), the batch is the
+whole batch of that replica, and ``speedup`` is the single-GPU time of the same net at the same
+batch (:func:`costs.model.evaluate`, one worker) over the split time.
+"""
+
+from __future__ import annotations
+
+import math
+
+from costs.hardware import PRECISIONS
+from costs.model import evaluate, plans
+from costs.modelparallel import evaluate_explicit, n_devices
+from planner import catalog
+from planner.errors import BadInput, UnsupportedError
+
+
+def estimate_model_parallel(req, costs, info, net_info) -> list[dict]:
+    """One record for the spec's own model-parallel placement (times in ms)."""
+    from planner.estimate import EstimateRequest
+
+    splits = n_devices(costs)
+    default_workers = EstimateRequest.__dataclass_fields__["workers"].default
+    if tuple(req.workers) != tuple(default_workers) and splits not in req.workers:
+        raise BadInput(
+            f"the spec's ModelParallel blocks fix the workers to {splits}; "
+            f"--workers {','.join(map(str, req.workers))} does not include it"
+        )
+    batch = req.batch or costs.net.default_batch
+    devices = catalog.device_table([info.key])
+    links = catalog.link_table([net_info.key, info.device.intra_link or net_info.key])
+    common = dict(
+        device=0, network=0, intra_link=1, gpus_per_node=req.gpus_per_node, batch=batch, scheme=0,
+        precision=PRECISIONS.index(req.precision), ppp_comp=req.ppp_comp, ppp_comm=req.ppp_comm,
+        pipeline=req.pipeline,
+    )
+    r = evaluate_explicit(costs, plans(costs.n_layers, workers=splits, **common), devices, links)
+    single = evaluate(costs, plans(costs.n_layers, workers=1, **common), devices, links)
+    total = float(r.total[0])
+    record = {
+        "net": req.net,
+        "device": info.key,
+        "network": net_info.key,
+        "rules": req.rules,
+        "parallel": req.parallel,
+        "precision": req.precision,
+        "scaling": req.scaling,
+        "workers": splits,
+        "gpus_per_node": int(min(req.gpus_per_node, splits)),
+        "batch_per_worker": int(batch),
+        "effective_batch": int(batch),
+        "scheme": "none",
+        "forward_ms": float(r.forward[0] * 1e3),
+        "backward_ms": float(r.backward[0] * 1e3),
+        "update_ms": float(r.update[0] * 1e3),
+        "compute_ms": float(r.compute[0] * 1e3),
+        "comm_ms": float(r.comm[0] * 1e3),
+        "total_ms": total * 1e3,
+        "speedup": float(single.total[0]) / total,
+        "throughput_samples_s": batch / total,
+    }
+    if math.isnan(record["total_ms"]) or math.isnan(record["speedup"]):
+        raise UnsupportedError("the estimate is undefined for this configuration")
+    return [record]

@@ -1,0 +1,81 @@
+"""Scoring plans for the search: metrics, objectives and constraint values, all vectorised.
+
+time_to_train_s = epochs x ceil(dataset / global batch) x iteration time
+cost_usd        = GPUs x time_to_train_s / 3600 x price per GPU-hour (billed per second)
+throughput      = samples per second (maximised, so its objective value is negated)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from costs.hardware import DeviceTable, LinkTable
+from costs.model import evaluate
+from planner import memory
+from planner.constraints import Limits
+from planner.space import Space
+
+OBJECTIVES = ("time", "cost", "throughput")
+METRIC = {"time": "time_to_train_s", "cost": "cost_usd", "throughput": "throughput_samples_s"}
+SENSE = {"time": 1.0, "cost": 1.0, "throughput": -1.0}  # minimise SENSE x metric
+
+
+@dataclass
+class Scorer:
+    """Scores index arrays of a :class:`Space`; everything costly is built once."""
+
+    space: Space
+    costs: object  # costs.coefficients.NetCosts
+    devices: DeviceTable
+    links: LinkTable
+    prices: np.ndarray  # (gpus in space,) USD per GPU-hour, NaN when unknown
+    limits: Limits
+    epochs: float
+    dataset_size: int
+    optimizer: str = "momentum"
+    ppp_comp: float = 0.62
+    ppp_comm: float = 0.72
+    pipeline: bool = False
+    evaluated: int = 0
+
+    def metrics(self, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Every reported number of every plan (arrays), see the module docstring."""
+        p = self.space.to_plans(cols, self.ppp_comp, self.ppp_comm, self.pipeline)
+        r = evaluate(self.costs, p, self.devices, self.links)
+        self.evaluated += len(p)
+        prec = np.asarray(self.space.precision)[cols["precision"]]
+        param_bytes = np.array([memory.bytes_per_param(x, self.optimizer) for x in self.space.precision])
+        mem = memory.per_gpu(r.local_params, r.activation_bytes, param_bytes[cols["precision"]])
+        k = p.workers.astype(float)
+        global_batch = p.batch * p.workers
+        iters = self.epochs * np.ceil(self.dataset_size / global_batch)
+        total = r.total
+        ttt = iters * total
+        return {
+            "gpus": p.workers,
+            "per_node": p.gpus_per_node,
+            "nodes": p.workers // p.gpus_per_node,
+            "batch_per_worker": p.batch,
+            "global_batch": global_batch,
+            "split": p.split,
+            "precision_name": prec,
+            "forward_s": r.forward,
+            "backward_s": r.backward,
+            "update_s": r.update,
+            "sync_s": r.sync,
+            "act_comm_s": r.act_comm,
+            "compute_s": r.compute,
+            "comm_s": r.comm,
+            "iteration_s": total,
+            "throughput_samples_s": global_batch / total,
+            "time_to_train_s": ttt,
+            "cost_usd": ttt / 3600.0 * k * self.prices[cols["gpu"]],
+            "memory_bytes": mem,
+            "device_memory_bytes": self.devices.memory_bytes[cols["gpu"]],
+        }
+
+    def objective_values(self, m: dict[str, np.ndarray], objectives: tuple[str, ...]) -> np.ndarray:
+        """(n_objectives, plans) values to minimise."""
+        return np.vstack([SENSE[o] * m[METRIC[o]] for o in objectives])

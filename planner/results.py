@@ -1,0 +1,57 @@
+"""Run folders under results/: written whole or not at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+
+def versions() -> dict:
+    """Versions a run depends on, recorded with its outputs."""
+    import numpy
+    import optuna
+
+    import planner
+
+    return {
+        "planner": planner.__version__, "python": platform.python_version(),
+        "numpy": numpy.__version__, "optuna": optuna.__version__,
+    }
+
+
+def run_dir(root: str | Path, net: str, what: str) -> Path:
+    """results/<timestamp>_<net>_<what>/ (not created)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{Path(net).stem}_{what}")
+    return Path(root) / f"{stamp}_{safe}"
+
+
+def write_atomic(target: Path, files: dict[str, str | bytes]) -> Path:
+    """Write ``files`` into a fresh folder ``target`` via a temporary folder and one rename."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=target.parent))
+    try:
+        for name, content in files.items():
+            path = tmp / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
+        if target.exists():  # same second, same name: keep both runs
+            target = target.with_name(f"{target.name}-{os.getpid()}")
+        tmp.rename(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, indent=2, default=str) + "\n"

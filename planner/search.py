@@ -1,0 +1,208 @@
+"""The search: Optuna proposes plans, the vectorised evaluator scores them in batches.
+
+* One objective: TPE (Bergstra et al. 2011); two or more: NSGA-II (Deb et al. 2002).
+* Ask/tell in batches: a batch of trials is asked, scored in ONE evaluator call, and told.
+  Repeated plans are answered from a cache. Constraints are set on each trial with
+  ``Trial.set_constraint`` (feasible when every value is <= 0).
+* One objective: a vectorised local refinement polishes the best trial, trying every plan
+  that differs from it in one or two axes, in one evaluator call per round, until no
+  neighbour is better.
+* :func:`exhaustive` scores the whole space at once and returns the exact optimum.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from planner.objectives import Scorer
+from planner.space import AXES
+
+_INVALID = 1e30  # objective value told for an invalid combination (also marked infeasible)
+
+
+@dataclass
+class Scored:
+    """Index columns of some plans with their objective and constraint values."""
+
+    cols: dict[str, np.ndarray]
+    objectives: np.ndarray  # (n_obj, n)
+    constraints: np.ndarray  # (n_con, n)
+
+    @property
+    def feasible(self) -> np.ndarray:
+        return (self.constraints <= 0).all(axis=0)
+
+    def __len__(self) -> int:
+        return self.objectives.shape[1]
+
+
+def score(scorer: Scorer, cols: dict[str, np.ndarray], objectives: tuple[str, ...]) -> Scored:
+    """Objective and constraint values of index columns; invalid combinations are infeasible."""
+    valid = scorer.space.valid(cols)
+    n = len(valid)
+    obj = np.full((len(objectives), n), _INVALID)
+    con = np.ones((len(scorer.limits.names()), n))
+    if valid.any():
+        sub = {a: c[valid] for a, c in cols.items()}
+        m = scorer.metrics(sub)
+        obj[:, valid] = np.nan_to_num(scorer.objective_values(m, objectives), nan=_INVALID, posinf=_INVALID)
+        con[:, valid] = scorer.limits.values(m)
+    return Scored(cols, obj, con)
+
+
+def exhaustive(scorer: Scorer, objectives: tuple[str, ...]) -> Scored:
+    """Every valid plan of the space, scored in one call."""
+    return score(scorer, scorer.space.grid(), objectives)
+
+
+def best_index(s: Scored) -> int | None:
+    """Index of the feasible plan with the lowest first objective (None if none is feasible)."""
+    ok = np.flatnonzero(s.feasible)
+    if ok.size == 0:
+        return None
+    return int(ok[np.argmin(s.objectives[0, ok])])
+
+
+def pareto_mask(values: np.ndarray) -> np.ndarray:
+    """Non-dominated columns of ``values`` (n_obj, n), minimising every row."""
+    n = values.shape[1]
+    order = np.lexsort(values[::-1])
+    keep = np.zeros(n, dtype=bool)
+    front: list[np.ndarray] = []
+    for i in order:
+        v = values[:, i]
+        if any((f <= v).all() and (f < v).any() for f in front) or any((f == v).all() for f in front):
+            continue
+        front.append(v)
+        keep[i] = True
+    return keep
+
+
+@dataclass
+class SearchStats:
+    sampler: str
+    seed: int
+    trials: int = 0
+    evaluated_plans: int = 0
+    cache_hits: int = 0
+    refinement_rounds: int = 0
+    seconds: float = 0.0
+    history: list = field(default_factory=list)
+
+
+def _sampler(objectives, seed):
+    import optuna
+
+    if len(objectives) == 1:
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=20)
+    return optuna.samplers.NSGAIISampler(seed=seed, population_size=40)
+
+
+def open_study(objectives, seed, storage=None, study_name=None):
+    """A new in-memory study, or a persisted one created or resumed by name."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    directions = ["minimize"] * len(objectives)
+    if storage is not None and storage.startswith("journal:"):
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        storage = JournalStorage(JournalFileBackend(storage[len("journal:"):]))
+    return optuna.create_study(
+        storage=storage, study_name=study_name, directions=directions,
+        sampler=_sampler(objectives, seed), load_if_exists=study_name is not None,
+    )
+
+
+def run(
+    scorer: Scorer, objectives: tuple[str, ...], study, trials: int, batch: int = 32,
+    timeout: float | None = None, refine: bool = True,
+) -> tuple[Scored, SearchStats]:
+    """Run (or finish) ``trials`` trials in ``study``; return every distinct plan it scored."""
+    space = scorer.space
+    stats = SearchStats(type(study.sampler).__name__, getattr(study.sampler, "_seed", None) or 0)
+    start = time.perf_counter()
+    cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+    names = scorer.limits.names()
+    done = len(study.trials)
+    while done < trials:
+        if timeout is not None and time.perf_counter() - start > timeout:
+            break
+        asked = [study.ask() for _ in range(min(batch, trials - done))]
+        keys = []
+        for t in asked:
+            keys.append(tuple(
+                space.choices(a).index(t.suggest_categorical(a, list(space.choices(a)))) for a in AXES
+            ))
+        fresh = sorted({k for k in keys if k not in cache})
+        stats.cache_hits += len(keys) - len(fresh)
+        if fresh:
+            arr = np.array(fresh, dtype=np.int64).T
+            s = score(scorer, dict(zip(AXES, arr, strict=True)), objectives)
+            for j, k in enumerate(fresh):
+                cache[k] = (s.objectives[:, j], s.constraints[:, j])
+        for t, k in zip(asked, keys, strict=True):
+            obj, con = cache[k]
+            for name, v in zip(names, con, strict=True):
+                t.set_constraint(name, float(v) if np.isfinite(v) else 1e30)
+            study.tell(t, [float(v) for v in obj] if len(obj) > 1 else float(obj[0]))
+        done += len(asked)
+        stats.trials += len(asked)
+    # Every completed trial of the study (also those of earlier runs or other workers).
+    keys = set(cache)
+    for t in study.trials:
+        if t.state.name == "COMPLETE" and all(a in t.params for a in AXES):
+            try:
+                keys.add(tuple(space.choices(a).index(t.params[a]) for a in AXES))
+            except ValueError:
+                continue  # a trial from a different space
+    if not keys:
+        raise RuntimeError("the study has no completed trial")
+    arr = np.array(sorted(keys), dtype=np.int64).T
+    found = score(scorer, dict(zip(AXES, arr, strict=True)), objectives)
+    if refine and len(objectives) == 1:
+        found = _refine(scorer, objectives, found, stats)
+    stats.evaluated_plans = scorer.evaluated
+    stats.seconds = time.perf_counter() - start
+    return found, stats
+
+
+def _neighbours(space, centre: dict[str, int]) -> dict[str, np.ndarray]:
+    """Every plan differing from ``centre`` in one or two axes, as index columns."""
+    blocks = []
+    for a, b in itertools.combinations(AXES, 2):
+        na, nb = len(space.choices(a)), len(space.choices(b))
+        ia, ib = np.meshgrid(np.arange(na), np.arange(nb), indexing="ij")
+        cols = {x: np.full(na * nb, centre[x]) for x in AXES}
+        cols[a], cols[b] = ia.ravel(), ib.ravel()
+        blocks.append(cols)
+    return {x: np.concatenate([blk[x] for blk in blocks]) for x in AXES}
+
+
+def _refine(scorer, objectives, found: Scored, stats: SearchStats, max_rounds: int = 20) -> Scored:
+    """Coordinate descent over pairs of axes from the best feasible plan (see module doc)."""
+    i = best_index(found)
+    if i is None:
+        return found
+    pool = [found]
+    best_val = found.objectives[0, i]
+    centre = {a: int(found.cols[a][i]) for a in AXES}
+    for _ in range(max_rounds):
+        nb = score(scorer, _neighbours(scorer.space, centre), objectives)
+        pool.append(nb)
+        stats.refinement_rounds += 1
+        j = best_index(nb)
+        if j is None or nb.objectives[0, j] >= best_val * (1 - 1e-12):
+            break
+        best_val = nb.objectives[0, j]
+        centre = {a: int(nb.cols[a][j]) for a in AXES}
+    return Scored(
+        {a: np.concatenate([p.cols[a] for p in pool]) for a in AXES},
+        np.concatenate([p.objectives for p in pool], axis=1),
+        np.concatenate([p.constraints for p in pool], axis=1),
+    )
