@@ -24,6 +24,7 @@ class SpecError(PlannerError):
             where.append(f"layer '{layer}'")
         prefix = ": ".join(where)
         super().__init__(f"{prefix}: {message}" if prefix else message)
+        self.detail = message  # the message without its "source: layer" prefix
         self.source = source
         self.layer = layer
 

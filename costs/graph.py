@@ -249,7 +249,9 @@ def build_net(spec: dict[str, Any], source: str, rules) -> Net:
             raise SpecError("a layer other than the Input needs a parent", source=source, layer=layer.name)
         try:
             out = layer_types.output_shape(layer, in_shapes, rules)
-        except SpecError:
+        except SpecError as exc:
+            if exc.source is None:  # raised by a layer rule: add the file (and the layer)
+                raise SpecError(exc.detail, source=source, layer=exc.layer or layer.name) from None
             raise
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise SpecError(f"bad or missing field: {exc}", source=source, layer=layer.name) from None

@@ -137,12 +137,15 @@ def layer_times(costs: NetCosts, devices: DeviceTable, device, precision, ppp, p
     return t.min(axis=2)  # "best": the cheaper algorithm per layer and phase
 
 
-def _update_time(params, peak, bw, floor, ppp):
-    """w <- w - lr dw: 2 FLOPs per parameter; read w, read dw, write w (§A.5)."""
+def update_time(params, peak, bw, floor, ppp, pipeline=False):
+    """w <- w - lr dw: 2 FLOPs per parameter; read w, read dw, write w (§A.5).
+
+    With pipelining the update, like every layer, costs max(compute, memory) (§A.9).
+    """
     flops = 2.0 * params
     c = np.where(flops > 0, np.maximum(flops / (peak * ppp), floor), 0.0)
-    m = np.maximum(params * _UPDATE_BYTES / (bw * ppp), floor)
-    return c + 3.0 * m
+    m = 3.0 * np.maximum(params * _UPDATE_BYTES / (bw * ppp), floor)
+    return np.where(pipeline, np.maximum(c, m), c + m)
 
 
 def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTable) -> Breakdown:
@@ -183,7 +186,7 @@ def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTab
     floor = 1.0 / devices.clock_hz[dev]
     upd_ppp = 1.0 if costs.rules.update_ignores_ppp else plans.ppp_comp
     data_params = costs.params_before[split].astype(float)
-    update = _update_time(data_params, peak, membw, floor, upd_ppp)
+    update = update_time(data_params, peak, membw, floor, upd_ppp, plans.pipeline)
     local_params = data_params.copy()
     elem = _ELEM[plans.precision]
     act_comm = np.zeros(P)
@@ -198,7 +201,10 @@ def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTab
         forward[h] += (fwd_cum[L, uk] - fwd_cum[s, uk]) / kh
         backward[h] += (bwd_cum[L, uk] - bwd_cum[s, uk]) / kh
         model_params = (costs.total_params - costs.params_before[s]) / kh
-        update[h] += _update_time(model_params, peak[h], membw[h], floor[h], upd_ppp if np.isscalar(upd_ppp) else upd_ppp[h])
+        update[h] += update_time(
+            model_params, peak[h], membw[h], floor[h],
+            upd_ppp if np.isscalar(upd_ppp) else upd_ppp[h], plans.pipeline[h],
+        )
         local_params[h] += model_params
         # Each channel-mixing layer needs the whole input: an all-gather of (K-1)/K of the
         # K*n-sample input forward, and a reduce-scatter of its gradient backward.

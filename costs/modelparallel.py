@@ -55,7 +55,7 @@ import numpy as np
 
 from costs.coefficients import NetCosts
 from costs.hardware import DeviceTable, LinkTable
-from costs.model import _ELEM, Breakdown, Plans, _update_time, layer_times
+from costs.model import _ELEM, Breakdown, Plans, layer_times, update_time
 
 
 def layer_devices(costs: NetCosts) -> np.ndarray:
@@ -167,7 +167,9 @@ def evaluate_explicit(
     membw = devices.mem_bandwidth[d] * (costs.rules.mem_bytes_per_gb / 1e9)
     floor = 1.0 / devices.clock_hz[d]
     upd_ppp = 1.0 if costs.rules.update_ignores_ppp else plans.ppp_comp[None, :]
-    update = _update_time(params_dev[:, None], peak[None, :], membw[None, :], floor[None, :], upd_ppp)
+    update = update_time(
+        params_dev[:, None], peak[None, :], membw[None, :], floor[None, :], upd_ppp, plans.pipeline[None, :]
+    )
     update = np.broadcast_to(update, (D, P)).max(axis=0)
 
     zeros = np.zeros(P)

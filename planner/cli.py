@@ -347,7 +347,11 @@ def main(argv: list[str] | None = None) -> int:
         typer.echo(f"error: {exc}", err=True)
         return exc.exit_code
     except NoArgsIsHelpError as exc:
-        typer.echo(exc.ctx.get_help() if exc.ctx else "usage: planner COMMAND --help")
+        # Typer's rich help prints itself while the error is built (its message is then "");
+        # plain Click puts the help text in the message. Either way, show it once.
+        message = exc.format_message()
+        if message:
+            typer.echo(message)
         return 0
     except UsageError as exc:
         typer.echo(f"error: {exc.format_message()}", err=True)

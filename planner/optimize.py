@@ -279,7 +279,12 @@ def _baseline(scorer: Scorer, cols, i) -> dict:
 
 
 def diagnose(scorer: Scorer, s: Scored) -> str:
-    """Why nothing is feasible: the constraint that rules every plan out, and by how much."""
+    """Why nothing is feasible: the constraint that rules out every plan the others allow.
+
+    For each constraint, the plans meeting all the *other* constraints are examined; if there
+    are some and every one breaks this constraint, it is the one that rules everything out, and
+    the message says by how much its best plan misses.
+    """
     names = scorer.limits.names()
     valid = np.isfinite(s.constraints).all(axis=0) & (s.objectives[0] < 1e29)
     if not valid.any():
@@ -287,33 +292,37 @@ def diagnose(scorer: Scorer, s: Scored) -> str:
     cols = {a: c[valid] for a, c in s.cols.items()}
     m = scorer.metrics(cols)
     con = s.constraints[:, valid]
+    ok = con <= 0
     lim = scorer.limits
     for r, name in enumerate(names):
-        if (con[r] <= 0).any():
+        others = np.delete(ok, r, axis=0).all(axis=0)
+        if not others.any():
             continue
+        sel = {k: v[others] for k, v in m.items()}
         if name == "memory":
-            need = m["memory_bytes"].min() / 1e9
+            need = sel["memory_bytes"].min() / 1e9
             have = scorer.devices.memory_bytes.max() / 1e9
             return (f"no plan fits: the smallest needs {need:.1f} GB per GPU, the largest GPU allowed "
                     f"has {have:.0f} GB ({lim.memory_fraction:.0%} usable)")
         if name == "budget_usd":
-            return f"no plan costs ${lim.max_usd:,.2f} or less: the cheapest costs ${np.nanmin(m['cost_usd']):,.2f}"
+            return (f"no plan costs ${lim.max_usd:,.2f} or less: the cheapest costs "
+                    f"${np.nanmin(sel['cost_usd']):,.2f}")
         if name == "deadline":
             return (f"no plan finishes within {duration(lim.deadline_s)}: the fastest takes "
-                    f"{duration(float(np.nanmin(m['time_to_train_s'])))}")
+                    f"{duration(float(np.nanmin(sel['time_to_train_s'])))}")
         if name == "max_global_batch":
-            return f"no plan keeps the global batch at or below {lim.max_global_batch}: the smallest is {m['global_batch'].min()}"
+            return (f"no plan keeps the global batch at or below {lim.max_global_batch:,}: "
+                    f"the smallest is {sel['global_batch'].min():,}")
         if name == "min_global_batch":
-            return f"no plan reaches a global batch of {lim.min_global_batch}: the largest is {m['global_batch'].max()}"
+            return (f"no plan reaches a global batch of {lim.min_global_batch:,}: "
+                    f"the largest is {sel['global_batch'].max():,}")
         if name == "supported":
-            return "no allowed GPU supports the requested precision"
+            return "no allowed GPU has a peak for the requested precision in the catalog"
         if name == "budget_gpus":
             return f"no plan uses {lim.max_gpus} GPUs or fewer"
-    worst = np.max(con, axis=0)
-    j = int(np.argmin(worst))
-    r = int(np.argmax(con[:, j]))
-    return (f"no plan meets every constraint at once: the closest misses '{names[r]}' by "
-            f"{con[r, j]:.1%}")
+    j = int(np.argmin(np.max(con, axis=0)))
+    broken = [f"'{names[r]}' by {con[r, j]:.1%}" for r in range(len(names)) if con[r, j] > 0]
+    return f"no plan meets every constraint at once: the closest misses {' and '.join(broken)}"
 
 
 def optimize(req: OptimizeRequest) -> Result:

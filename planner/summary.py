@@ -21,7 +21,7 @@ def summarize(net_name: str, batch: int | None, rules: str) -> tuple[list[dict],
     from planner.errors import BadInput
 
     net = catalog.load_net(net_name, rules)
-    n = batch or net.default_batch
+    n = net.default_batch if batch is None else batch
     if n < 1:
         raise BadInput(f"--batch must be a positive integer, got {n}")
     r = get_rules(rules)

@@ -16,7 +16,7 @@ import pytest
 from costs import coefficients
 from costs.graph import build_net
 from costs.hardware import ELEMENT_BYTES, PRECISIONS, Device, DeviceTable, Link, LinkTable
-from costs.model import _update_time, evaluate, layer_times, plans
+from costs.model import evaluate, layer_times, plans, update_time
 from costs.modelparallel import evaluate_explicit, layer_devices, n_devices
 from costs.rules import get_rules
 from planner import catalog
@@ -196,7 +196,7 @@ def test_tiny_critical_path_by_hand(tiny, precision, gpn, ppp_comm):
     p0 = int(tiny.params[conv] + tiny.params[c0])
     assert r.local_params[0] == p0 == (3 * 3 * 3 * 8 + 8) + (3 * 3 * 8 * 8 + 8)
     peak = DEVICE.peak_flops[precision]
-    upd = _update_time(float(p0), peak, DEVICE.mem_bandwidth * 2**30 / 1e9, 1 / DEVICE.clock_hz, 1.0)
+    upd = update_time(float(p0), peak, DEVICE.mem_bandwidth * 2**30 / 1e9, 1 / DEVICE.clock_hz, 1.0)
     assert r.update[0] == pytest.approx(upd, rel=1e-12)
     acts = n * e * (8 * 8 * 3 + 8 * 8 * 8 + 8 * 8 * 8 + 8 * 8 * 16)  # data, conv, c@0, concat
     assert r.activation_bytes[0] == pytest.approx(acts)

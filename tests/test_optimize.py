@@ -1,0 +1,201 @@
+"""The optimizer: search quality against exhaustive enumeration, consistency with `estimate`,
+constraints and their diagnostics, persistence, and the CLI contract (issue: planner optimize)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from planner import catalog
+from planner.cli import main
+from planner.constraints import parse_budgets, parse_duration
+from planner.errors import BadInput, InfeasibleError
+from planner.estimate import EstimateRequest, estimate
+from planner.optimize import OptimizeRequest, optimize
+from planner.search import pareto_mask
+
+ZOO = sorted(catalog.zoo())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("net", ZOO)
+def test_default_search_within_one_percent_of_exhaustive_optimum(net):
+    """Acceptance: for every zoo net and 4/16/64/256 GPUs, seed 0, search gap <= 1%."""
+    for budget in (4, 16, 64, 256):
+        r = optimize(OptimizeRequest(net, budget=(f"{budget}gpus",), seed=0))
+        s = r.search
+        assert "exhaustive_optimum" in s, "default spaces must be small enough to certify"
+        assert s["gap"] is not None and s["gap"] <= 0.01, (net, budget, s)
+        assert r.best["gpus"] <= budget
+        assert math.isclose(r.best["objective"], s["exhaustive_optimum"], rel_tol=1e-12)
+
+
+def _estimate_of(best: dict, req: OptimizeRequest) -> dict:
+    rec = estimate(EstimateRequest(
+        net=req.net, device=best["gpu"], network=best["network"], batch=best["batch_per_worker"],
+        workers=(best["gpus"],), scaling="weak", schemes=(best["scheme"],), ppp_comp=req.ppp_comp,
+        ppp_comm=req.ppp_comm, precision=best["precision"], gpus_per_node=best["gpus_per_node"],
+        parallel=best["parallel"], split=best["split"], rules=req.rules,
+    ))
+    assert len(rec) == 1
+    return rec[0]
+
+
+@pytest.mark.parametrize("net,extra", [("alexnet", {}), ("vgg16", {"gpu": "T4,V100"}), ("inception_v3", {"budget": ("64",)})])
+def test_best_plan_equals_estimate(net, extra):
+    req = OptimizeRequest(net, **{"budget": ("16gpus",), **extra})
+    best = optimize(req).best
+    e = _estimate_of(best, req)
+    for key in ("forward_ms", "backward_ms", "update_ms", "comm_ms", "throughput_samples_s"):
+        assert math.isclose(best[key], e[key], rel_tol=1e-12), key
+    assert math.isclose(best["iteration_ms"], e["total_ms"], rel_tol=1e-12)
+
+
+def test_hybrid_plan_equals_estimate():
+    """A hybrid split found by the optimizer re-evaluates identically through `estimate`."""
+    req = OptimizeRequest("vgg16", budget=("16gpus",), gpu="T4", optimizer="adam")
+    r = optimize(req)
+    plans = [r.best] + r.alternatives
+    hybrid = [p for p in plans if p["parallel"] == "hybrid"]
+    assert hybrid, "expected a hybrid plan among the top plans of VGG-16 on T4s"
+    e = _estimate_of(hybrid[0], req)
+    assert math.isclose(hybrid[0]["iteration_ms"], e["total_ms"], rel_tol=1e-12)
+
+
+def test_json_output_contract(capsys, tmp_path):
+    code = main(["optimize", "alexnet", "--budget", "16gpus", "--format", "json", "--out", str(tmp_path / "run")])
+    assert code == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"best", "alternatives", "constraints", "search"} <= set(data)
+    best = data["best"]
+    for key in ("gpus", "gpu", "workers", "batch_per_worker", "global_batch", "scheme", "objective",
+                "time_to_train_s", "cost_usd", "iteration_ms"):
+        assert key in best, key
+    assert best["gpus"] <= 16 and best["global_batch"] == best["gpus"] * best["batch_per_worker"]
+    s = data["search"]
+    assert s["sampler"] == "TPESampler" and s["seed"] == 0 and s["trials"] == 200
+    assert s["evaluated_plans"] > 0 and "exhaustive_optimum" in s and "gap" in s
+    saved = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert saved["best"] == best and saved["request"]["seed"] == 0 and "versions" in saved
+
+
+def test_time_objective_is_epochs_times_iterations():
+    r = optimize(OptimizeRequest("alexnet", budget=("8gpus",), epochs=2, dataset_size=100_000))
+    b = r.best
+    iters = 2 * math.ceil(100_000 / b["global_batch"])
+    assert math.isclose(b["time_to_train_s"], iters * b["iteration_ms"] / 1e3, rel_tol=1e-12)
+    price = catalog.device(b["gpu"]).price_usd_per_hour
+    assert math.isclose(b["cost_usd"], b["time_to_train_s"] / 3600 * b["gpus"] * price, rel_tol=1e-12)
+
+
+def test_cost_objective_is_cheaper_and_time_is_faster():
+    t = optimize(OptimizeRequest("resnet50", budget=("32gpus",), objective="time")).best
+    c = optimize(OptimizeRequest("resnet50", budget=("32gpus",), objective="cost")).best
+    assert c["cost_usd"] <= t["cost_usd"] and t["time_to_train_s"] <= c["time_to_train_s"]
+
+
+def test_constraints_are_respected():
+    r = optimize(OptimizeRequest("vgg16", budget=("8gpus", "$2000"), deadline="30d", max_global_batch=1024))
+    b = r.best
+    assert b["gpus"] <= 8 and b["cost_usd"] <= 2000 and b["time_to_train_s"] <= 30 * 86400
+    assert b["global_batch"] <= 1024
+    assert b["memory_gb"] <= 0.9 * b["device_memory_gb"]
+    for alt in r.alternatives:
+        assert all(v <= 0 for v in alt["constraints"].values())
+
+
+def test_global_batch_fixes_strong_scaling():
+    r = optimize(OptimizeRequest("alexnet", budget=("16gpus",), global_batch=1024))
+    assert r.best["global_batch"] >= 1024
+    assert r.best["batch_per_worker"] == math.ceil(1024 / r.best["gpus"])
+
+
+def test_pareto_front_is_the_exhaustive_non_dominated_set():
+    r = optimize(OptimizeRequest("alexnet", budget=("8gpus",), objective="time,cost", gpu="A100,H100"))
+    front = r.pareto
+    assert len(front) >= 2
+    vals = np.array([[p["time_to_train_s"], p["cost_usd"]] for p in front]).T
+    assert pareto_mask(vals).all()
+    times = [p["time_to_train_s"] for p in front]
+    assert times == sorted(times)
+    assert r.search["exhaustive_front_size"] == len(front)
+
+
+@pytest.mark.parametrize("raw,expect", [
+    (["16gpus"], (16, None)), (["16 GPUs"], (16, None)), (["16"], (16, None)), (["1gpu"], (1, None)),
+    (["$500"], (None, 500.0)), (["500usd"], (None, 500.0)), (["16gpus", "$500"], (16, 500.0)),
+])
+def test_budget_forms(raw, expect):
+    assert parse_budgets(raw) == expect
+
+
+@pytest.mark.parametrize("raw", ["sixteen", "-4gpus", "0", "0gpus", "$0", "16gpus16", "4 gpus 4"])
+def test_bad_budgets(raw):
+    with pytest.raises(BadInput):
+        parse_budgets([raw])
+
+
+def test_durations():
+    assert parse_duration("24h") == 86400 and parse_duration("90m") == 5400
+    assert parse_duration("2d") == 172800 and parse_duration("1.5h") == 5400
+    for bad in ("3x", "h", "-1h", "0h"):
+        with pytest.raises(BadInput):
+            parse_duration(bad)
+
+
+@pytest.mark.parametrize("args", [
+    ["--budget", "sixteen"], ["--budget", "-4gpus"], ["--budget", "0"], ["--gpu", "Z100"],
+    ["--deadline", "3x"], ["--objective", "speed"], ["--optimizer", "lion"], ["--precision", "fp8x"],
+    ["--network", "carrier-pigeon"], ["--trials", "0"],
+])
+def test_bad_options_exit_2_with_one_line(args, capsys, tmp_path):
+    code = main(["optimize", "alexnet", *args, "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error:") and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_memory_infeasible_says_by_how_much(capsys, tmp_path):
+    code = main(["optimize", "vgg16", "--gpu", "T4", "--budget", "1", "--min-global-batch", "2048",
+                 "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("error: no plan fits: the smallest needs") and "GB per GPU" in err
+    assert "16 GB" in err and err.count("\n") == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_money_and_deadline_infeasible():
+    with pytest.raises(InfeasibleError, match=r"cheapest costs \$"):
+        optimize(OptimizeRequest("vgg16", budget=("$1",)))
+    with pytest.raises(InfeasibleError, match="the fastest takes"):
+        optimize(OptimizeRequest("vgg16", budget=("4gpus",), deadline="1m"))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_storage_persists_and_resumes(kind, tmp_path):
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}" if kind == "sqlite" else f"journal:{tmp_path / 'journal.log'}"
+    first = optimize(OptimizeRequest("alexnet", budget=("8gpus",), trials=40, storage=url, study_name="s", exhaustive="never"))
+    assert first.search["trials"] == 40
+    again = optimize(OptimizeRequest("alexnet", budget=("8gpus",), trials=90, storage=url, study_name="s", exhaustive="never"))
+    assert again.search["trials"] == 90 and again.search["trials_this_run"] == 50
+    assert again.best["objective"] <= first.best["objective"]
+    done = optimize(OptimizeRequest("alexnet", budget=("8gpus",), trials=90, storage=url, study_name="s", exhaustive="never"))
+    assert done.search["trials_this_run"] == 0 and done.best["objective"] == again.best["objective"]
+
+
+def test_same_seed_same_result():
+    a = optimize(OptimizeRequest("nin", budget=("16gpus",), seed=3, exhaustive="never"))
+    b = optimize(OptimizeRequest("nin", budget=("16gpus",), seed=3, exhaustive="never"))
+    assert a.best == b.best
+
+
+def test_table_output_explains(capsys, tmp_path):
+    assert main(["optimize", "alexnet", "--budget", "16gpus", "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "Best plan for alexnet" in out and "Why it wins:" in out and "Reproduce: planner estimate" in out
+    assert "exhaustive optimum" in out and (tmp_path / "r" / "run.json").is_file()
