@@ -14,7 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from costs import layers
-from costs.errors import UnsupportedError
+from costs.errors import SpecError, UnsupportedError
 from costs.graph import Net
 from costs.layers import PHASES
 
@@ -113,8 +113,11 @@ def build(net: Net, rules, algorithm: str = "gemm") -> NetCosts:
     fa, fb, fg, ba, bb, bg = [], [], [], [], [], []
     for li, s in enumerate(net.layers):
         for vi, variant in enumerate(variants):
-            w1 = layers.work(s, 1, rules, variant)
-            w2 = layers.work(s, 2, rules, variant)
+            try:
+                w1 = layers.work(s, 1, rules, variant)
+                w2 = layers.work(s, 2, rules, variant)
+            except SpecError as exc:  # name the spec file too
+                raise SpecError(exc.detail, source=net.source, layer=exc.layer or s.name) from None
             for pi, phase in enumerate(PHASES):
                 if phase not in w1:
                     continue

@@ -110,31 +110,55 @@ class Breakdown:
         return self.samples / self.total
 
 
-def _term_times(terms: Terms, n, rate, floor, scale, n_groups: int, is_flops: bool):
-    """(groups x combos) seconds: each term converted and floored on its own, then summed."""
-    amount = (terms.a[:, None] + terms.b[:, None] * n[None, :]) * scale[None, :]
+def _term_times(terms: Terms, n, rate, floor, scale, g0: int, n_groups: int, is_flops: bool):
+    """(groups x combos) seconds of groups g0.. : each term converted and floored on its own."""
+    lo = int(np.searchsorted(terms.group, g0)) if g0 else 0
+    if lo:
+        a, b, group = terms.a[lo:], terms.b[lo:], terms.group[lo:] - g0
+        uniq, start = np.unique(group, return_index=True)
+    else:
+        a, b = terms.a, terms.b
+        uniq, start = terms.starts
+    amount = (a[:, None] + b[:, None] * n[None, :]) * scale[None, :]
     t = np.maximum(amount / rate[None, :], floor[None, :])
     if is_flops:
         t = np.where(amount > 0, t, 0.0)  # no work, no clock-cycle floor (§A.2)
     out = np.zeros((n_groups, n.shape[0]))
-    uniq, start = terms.starts
     if uniq.size:
         out[uniq] = np.add.reduceat(t, start, axis=0)
     return out
 
 
-def layer_times(costs: NetCosts, devices: DeviceTable, device, precision, ppp, pipeline, n):
-    """(L, 3, combos) seconds per layer and phase for each (device, precision, ppp, pipe, n)."""
+def layer_times(costs: NetCosts, devices: DeviceTable, device, precision, ppp, pipeline, n, first: int = 0):
+    """(L - first, 3, combos) seconds per layer (from layer ``first``) and phase, for each
+    combination of (device, precision, PPP_comp, pipelining, batch) given as equal arrays."""
     peak = devices.peak[device, precision]
     bw = devices.mem_bandwidth[device] * (costs.rules.mem_bytes_per_gb / 1e9)
     floor = 1.0 / devices.clock_hz[device]
-    g = costs.n_groups
+    per_layer = len(PHASES) * len(costs.variants)
+    g0, g = first * per_layer, (costs.n_layers - first) * per_layer
     n = n.astype(float)
-    comp = _term_times(costs.flops, n, peak * ppp, floor, np.ones_like(peak), g, True)
-    mem = _term_times(costs.bytes, n, bw * ppp, floor, _ELEM[precision] / 4.0, g, False)
+    comp = _term_times(costs.flops, n, peak * ppp, floor, np.ones_like(peak), g0, g, True)
+    mem = _term_times(costs.bytes, n, bw * ppp, floor, _ELEM[precision] / 4.0, g0, g, False)
     t = np.where(pipeline[None, :], np.maximum(comp, mem), comp + mem)
-    t = t.reshape(costs.n_layers, len(PHASES), len(costs.variants), -1)
+    t = t.reshape(costs.n_layers - first, len(PHASES), len(costs.variants), -1)
     return t.min(axis=2)  # "best": the cheaper algorithm per layer and phase
+
+
+def _combo_times(costs, devices, plans: Plans, select, batch, first: int = 0):
+    """Per-layer times of the unique (device, precision, PPP, pipelining, batch) combinations
+    of the selected plans; returns (times (L-first, 3, U), index of each selected plan's combo)."""
+    ppp_values, ppp_index = np.unique(plans.ppp_comp[select], return_inverse=True)
+    base = (plans.device[select] * len(PRECISIONS) + plans.precision[select]) * len(ppp_values)
+    base = (base + ppp_index) * 2 + plans.pipeline[select]
+    ub, ib = _unique(batch)
+    keys, inverse = _unique(base * len(ub) + ib)
+    kb, ki = np.divmod(keys, len(ub))
+    kb, upipe = np.divmod(kb, 2)
+    kb, uppp = np.divmod(kb, len(ppp_values))
+    udev, uprec = np.divmod(kb, len(PRECISIONS))
+    t = layer_times(costs, devices, udev, uprec, ppp_values[uppp], upipe.astype(bool), ub[ki], first)
+    return t, inverse
 
 
 def update_time(params, peak, bw, floor, ppp, pipeline=False):
@@ -148,6 +172,19 @@ def update_time(params, peak, bw, floor, ppp, pipeline=False):
     return np.where(pipeline, np.maximum(c, m), c + m)
 
 
+def _unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(values, return_inverse=True) for non-negative integers, in O(n) when the
+    range is small enough for a lookup table (the common case: a few hundred distinct keys)."""
+    hi = int(values.max()) + 1 if values.size else 1
+    if hi > 1 << 24:
+        return np.unique(values, return_inverse=True)
+    lut = np.zeros(hi, dtype=np.int64)
+    lut[values] = 1
+    uniq = np.flatnonzero(lut)
+    lut[uniq] = np.arange(uniq.size)
+    return uniq, lut[values]
+
+
 def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTable) -> Breakdown:
     """Score every plan (arrays of one are fine); see the module docstring for the model."""
     L = costs.n_layers
@@ -156,27 +193,13 @@ def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTab
     hybrid = split < L
     any_hybrid = bool(hybrid.any())
 
-    # Unique compute combinations: the plans' own batch, and K * batch for model-parallel parts.
-    ppp_values, ppp_index = np.unique(plans.ppp_comp, return_inverse=True)
-    base = ((plans.device * len(PRECISIONS) + plans.precision) * len(ppp_values) + ppp_index) * 2
-    base = base + plans.pipeline
-    batches = plans.batch
-    bases = base
-    if any_hybrid:
-        batches = np.concatenate([plans.batch, plans.batch[hybrid] * plans.workers[hybrid]])
-        bases = np.concatenate([base, base[hybrid]])
-    bmax = int(batches.max()) + 1
-    keys, inverse = np.unique(bases * bmax + batches, return_inverse=True)
-    ub, un = np.divmod(keys, bmax)
-    ub, upipe = np.divmod(ub, 2)
-    ub, uppp = np.divmod(ub, len(ppp_values))
-    udev, uprec = np.divmod(ub, len(PRECISIONS))
-    t = layer_times(costs, devices, udev, uprec, ppp_values[uppp], upipe.astype(bool), un)
-    fwd_cum = np.concatenate([np.zeros((1, t.shape[-1])), np.cumsum(t[:, 0, :], axis=0)])
-    bwd_cum = np.concatenate([np.zeros((1, t.shape[-1])), np.cumsum(t[:, 1, :] + t[:, 2, :], axis=0)])
-
+    # Compute depends only on (device, precision, PPP_comp, pipelining, batch): cost each
+    # distinct combination once, then gather.
+    t, u1 = _combo_times(costs, devices, plans, slice(None), plans.batch)
+    zero = np.zeros((1, t.shape[-1]))
+    fwd_cum = np.concatenate([zero, np.cumsum(t[:, 0, :], axis=0)])
+    bwd_cum = np.concatenate([zero, np.cumsum(t[:, 1, :] + t[:, 2, :], axis=0)])
     P = len(plans)
-    u1 = inverse[:P]
     forward = fwd_cum[split, u1]
     backward = bwd_cum[split, u1]
 
@@ -195,11 +218,15 @@ def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTab
         # Model-parallel part (Krizhevsky 2014): each of the K workers holds 1/K of every
         # layer from the split on and pushes all K * n samples through it.
         h = np.flatnonzero(hybrid)
-        uk = inverse[P:]
         kh = k[h]
         s = split[h]
-        forward[h] += (fwd_cum[L, uk] - fwd_cum[s, uk]) / kh
-        backward[h] += (bwd_cum[L, uk] - bwd_cum[s, uk]) / kh
+        first = int(s.min())
+        th, uk = _combo_times(costs, devices, plans, h, plans.batch[h] * plans.workers[h], first)
+        # suffix sums: time of the layers from each split point to the end
+        suf_f = np.cumsum(th[::-1, 0, :], axis=0)[::-1]
+        suf_b = np.cumsum((th[:, 1, :] + th[:, 2, :])[::-1], axis=0)[::-1]
+        forward[h] += suf_f[s - first, uk] / kh
+        backward[h] += suf_b[s - first, uk] / kh
         model_params = (costs.total_params - costs.params_before[s]) / kh
         update[h] += update_time(
             model_params, peak[h], membw[h], floor[h],
