@@ -320,6 +320,9 @@ def render_optimize(result, saved) -> str:
     if "gap" in s and s["gap"] is not None:
         certified = (f"; exhaustive optimum over {s['exhaustive_plans']:,} plans: the search was "
                      f"{s['gap']:.2%} from it")
+    elif "exhaustive_front_size" in s:
+        certified = (f"; the exact front (exhaustive) has {s['exhaustive_front_size']} plans, "
+                     f"the search found {s['front_found_by_search']} of them")
     lines.append(
         f"Search: {s['sampler']} seed {s['seed']}, {s['trials']} trials, "
         f"{s['evaluated_plans']:,} plans scored in {s['seconds']:.2f} s{certified}."

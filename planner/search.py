@@ -4,9 +4,9 @@
 * Ask/tell in batches: a batch of trials is asked, scored in ONE evaluator call, and told.
   Repeated plans are answered from a cache. Constraints are set on each trial with
   ``Trial.set_constraint`` (feasible when every value is <= 0).
-* One objective: a vectorised local refinement polishes the best trial, trying every plan
-  that differs from it in one or two axes, in one evaluator call per round, until no
-  neighbour is better.
+* A vectorised local refinement polishes the result, trying every plan that differs from
+  the best one (one objective) or from each Pareto plan (several) in one or two axes, in one
+  evaluator call per round, until nothing improves.
 * :func:`exhaustive` scores the whole space at once and returns the exact optimum.
 """
 
@@ -165,11 +165,54 @@ def run(
         raise RuntimeError("the study has no completed trial")
     arr = np.array(sorted(keys), dtype=np.int64).T
     found = score(scorer, dict(zip(AXES, arr, strict=True)), objectives)
-    if refine and len(objectives) == 1:
-        found = _refine(scorer, objectives, found, stats)
+    if refine:
+        found = (_refine if len(objectives) == 1 else _refine_front)(scorer, objectives, found, stats)
     stats.evaluated_plans = scorer.evaluated
     stats.seconds = time.perf_counter() - start
     return found, stats
+
+
+def _merge(pool: list[Scored]) -> Scored:
+    return Scored(
+        {a: np.concatenate([p.cols[a] for p in pool]) for a in AXES},
+        np.concatenate([p.objectives for p in pool], axis=1),
+        np.concatenate([p.constraints for p in pool], axis=1),
+    )
+
+
+def _front_keys(s: Scored) -> tuple[np.ndarray, set]:
+    feas = np.flatnonzero(s.feasible)
+    if feas.size == 0:
+        return feas, set()
+    keep = feas[pareto_mask(s.objectives[:, feas])]
+    return keep, {tuple(int(s.cols[a][j]) for a in AXES) for j in keep}
+
+
+def _refine_front(scorer, objectives, found: Scored, stats: SearchStats, max_rounds: int = 10) -> Scored:
+    """Several objectives: try the one- and two-axis neighbours of every Pareto plan, keep the
+    new non-dominated ones, and repeat until the front stops changing."""
+    pool = [found]
+    keep, front = _front_keys(found)
+    tried: set = set()
+    for _ in range(max_rounds):
+        merged = _merge(pool)
+        todo = [j for j in keep if tuple(int(merged.cols[a][j]) for a in AXES) not in tried]
+        if not todo:
+            break
+        blocks = []
+        for j in todo:
+            centre = {a: int(merged.cols[a][j]) for a in AXES}
+            tried.add(tuple(centre[a] for a in AXES))
+            blocks.append(_neighbours(scorer.space, centre))
+        cols = {a: np.concatenate([b[a] for b in blocks]) for a in AXES}
+        pool.append(score(scorer, cols, objectives))
+        stats.refinement_rounds += 1
+        merged = _merge(pool)
+        keep, new_front = _front_keys(merged)
+        if new_front == front:
+            break
+        front = new_front
+    return _merge(pool)
 
 
 def _neighbours(space, centre: dict[str, int]) -> dict[str, np.ndarray]:
@@ -201,8 +244,4 @@ def _refine(scorer, objectives, found: Scored, stats: SearchStats, max_rounds: i
             break
         best_val = nb.objectives[0, j]
         centre = {a: int(nb.cols[a][j]) for a in AXES}
-    return Scored(
-        {a: np.concatenate([p.cols[a] for p in pool]) for a in AXES},
-        np.concatenate([p.objectives for p in pool], axis=1),
-        np.concatenate([p.constraints for p in pool], axis=1),
-    )
+    return _merge(pool)
