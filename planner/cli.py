@@ -185,6 +185,8 @@ def list_(
     from planner.listing import listing
 
     records, cols = listing(what.value)
+    if format is not Fmt.table:
+        records = [{k: v for k, v in r.items() if k != "source_short"} for r in records]
     if format is Fmt.json:
         typer.echo(render.to_json(records))
     elif format is Fmt.csv:

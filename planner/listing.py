@@ -27,11 +27,12 @@ def listing(what: str) -> tuple[list[dict], list[tuple[str, str]]]:
             )
         cols = [("device", "device"), ("fp32_tflops", "fp32 TFLOP/s"), ("fp16_tflops", "fp16 TFLOP/s"),
                 ("memory_gb", "mem GB"), ("mem_bandwidth_gbs", "mem GB/s"),
-                ("intra_node_link", "node link"), ("usd_per_gpu_hour", "$/GPU-h"), ("name", "name")]
+                ("intra_node_link", "node link"), ("usd_per_gpu_hour", "$/GPU-h"), ("date", "date"),
+                ("source_short", "source (full text: --format json)")]
         for r in recs:
             r["fp16_tflops"] = "-" if r["fp16_tflops"] is None else r["fp16_tflops"]
             r["usd_per_gpu_hour"] = "-" if r["usd_per_gpu_hour"] is None else r["usd_per_gpu_hour"]
-        return recs, cols
+        return _short(recs), cols
     if what == "networks":
         recs = [
             {
@@ -42,8 +43,9 @@ def listing(what: str) -> tuple[list[dict], list[tuple[str, str]]]:
             for n in catalog.networks().values()
         ]
         cols = [("network", "network"), ("kind", "kind"), ("bandwidth_gbit_s", "Gbit/s"),
-                ("latency_us", "latency us"), ("name", "name")]
-        return recs, cols
+                ("latency_us", "latency us"), ("date", "date"),
+                ("source_short", "source (full text: --format json)")]
+        return _short(recs), cols
     recs = []
     for name, path in catalog.zoo().items():
         meta = json.loads(path.read_text())
@@ -54,5 +56,14 @@ def listing(what: str) -> tuple[list[dict], list[tuple[str, str]]]:
                 "source": meta.get("source", ""),
             }
         )
-    cols = [("net", "net"), ("default_batch", "batch"), ("name", "name")]
+    cols = [("net", "net"), ("default_batch", "batch"), ("name", "name"), ("source_short", "source")]
+    recs = _short(recs)
     return recs, cols
+
+
+def _short(recs: list[dict], width: int = 60) -> list[dict]:
+    """Add a one-line, shortened source for tables (records keep the full text)."""
+    for r in recs:
+        src = " ".join(str(r.get("source", "")).split())
+        r["source_short"] = src if len(src) <= width else src[: width - 3] + "..."
+    return recs

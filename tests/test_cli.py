@@ -418,3 +418,25 @@ def test_console_script_error_exit_code():
     assert proc.stdout == ""
     assert proc.stderr.startswith("error: unknown device 'nosuch'")
     assert proc.stderr.count("\n") == 1
+
+
+def test_installed_package_finds_its_data(tmp_path):
+    """Run from outside the checkout: the package (installed non-editable in CI) carries
+    configs/ as package data and finds it wherever it is installed."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PLANNER_CONFIGS")}
+    code = (
+        "import planner, planner.catalog as c; print(planner.__file__); "
+        "print(c.configs_dir()); print(len(c.zoo()), len(c.devices()))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60, check=True)
+    pkg, cfg, counts = proc.stdout.splitlines()
+    repo_configs = Path(__file__).resolve().parents[1] / "configs"
+    assert Path(cfg, "devices.toml").is_file()
+    assert counts == f"{len(list((repo_configs / 'nets').glob('*.json')))} {len(catalog.devices())}"
+    if "site-packages" in pkg:  # a real install: the data must come from the install, not the clone
+        assert "site-packages" in cfg
+    run = subprocess.run([_console_script(), "estimate", "vgg16", "--workers", "1", "--format", "csv"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("net,device,network")
