@@ -102,7 +102,7 @@ ESTIMATE_COLUMNS = [
 
 @app.command()
 def estimate(
-    net: Annotated[str, typer.Argument(help="Zoo name (see `planner list nets`) or path to a PALEO JSON spec.")],
+    net: Annotated[str | None, typer.Argument(help="Zoo name (see `planner list nets`) or path to a PALEO JSON spec.")] = None,
     device: Annotated[str, typer.Option(help="Device key (see `planner list devices`).")] = "TITAN_X",
     network: Annotated[str, typer.Option(help="Link between workers (see `planner list networks`).")] = "ethernet",
     batch: Annotated[int | None, typer.Option(help="Batch: total for strong scaling, per worker for weak. Default: the spec's.")] = None,
@@ -119,6 +119,7 @@ def estimate(
     conv_algorithm: Annotated[ConvAlg, typer.Option(help="Convolution cost model; best = the cheaper per layer.")] = ConvAlg.gemm,
     precision: Annotated[Precision, typer.Option(help="Arithmetic precision (peak and element size).")] = Precision.fp32,
     format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
+    plan: Annotated[str | None, typer.Option(help="Re-evaluate a saved plan (plan_<k>.json of `planner pareto`).")] = None,
 ) -> None:
     """PALEO's estimate per worker count and AllReduce scheme: a scaling table."""
     from costs import comm
@@ -127,13 +128,22 @@ def estimate(
     from planner.estimate import estimate as run
 
     schemes = tuple(comm.SCHEME_NAMES) if scheme is SchemeOpt.all else (scheme.value,)
-    req = EstimateRequest(
-        net=net, device=device, network=network, batch=batch,
-        workers=parse_int_list(workers, "--workers"), scaling=scaling.value, schemes=schemes,
-        ppp_comp=ppp_comp, ppp_comm=ppp_comm, pipeline=pipeline, parallel=parallel.value,
-        rules=rules.value, conv_algorithm=conv_algorithm.value, precision=precision.value,
-        gpus_per_node=gpus_per_node, split=split,
-    )
+    if plan is not None:
+        from planner.estimate import request_from_plan
+
+        req = request_from_plan(plan, net)
+    elif net is None:
+        from planner.errors import BadInput
+
+        raise BadInput("estimate needs NET (a zoo name or a spec file) or --plan FILE")
+    else:
+        req = EstimateRequest(
+            net=net, device=device, network=network, batch=batch,
+            workers=parse_int_list(workers, "--workers"), scaling=scaling.value, schemes=schemes,
+            ppp_comp=ppp_comp, ppp_comm=ppp_comm, pipeline=pipeline, parallel=parallel.value,
+            rules=rules.value, conv_algorithm=conv_algorithm.value, precision=precision.value,
+            gpus_per_node=gpus_per_node, split=split,
+        )
     records = run(req)
     if format is Fmt.json:
         typer.echo(render.to_json(records))
@@ -234,22 +244,11 @@ def optimize(
 ) -> None:
     """The fastest (or cheapest) training plan under constraints, why it wins, what binds."""
     from planner import render
-    from planner.optimize import OptimizeRequest
     from planner.optimize import optimize as run
     from planner.results import dumps, run_dir, versions, write_atomic
 
-    budgets = tuple(budget or ())
-    name = study_name
-    if storage and not name:
-        name = f"{net}_{'_'.join(budgets) or 'nobudget'}_{objective}".replace("$", "usd").replace(" ", "")
-    req = OptimizeRequest(
-        net=net, budget=budgets, deadline=deadline, objective=objective, gpu=gpu, network=network,
-        epochs=epochs, dataset_size=dataset_size, global_batch=global_batch,
-        max_global_batch=max_global_batch, min_global_batch=min_global_batch, optimizer=optimizer,
-        precision=precision, pipeline=pipeline, hybrid=hybrid, ppp_comp=ppp_comp, ppp_comm=ppp_comm,
-        rules=rules.value, conv_algorithm=conv_algorithm.value, trials=trials, timeout=timeout,
-        seed=seed, storage=storage, study_name=name, exhaustive=exhaustive,
-    )
+    req = _optimize_request(locals())
+    budgets = req.budget
     result = run(req)
     data = result.to_dict()
     data["versions"] = versions()
@@ -266,6 +265,79 @@ def optimize(
         typer.echo(render.to_csv(rows, PLAN_CSV), nl=False)
         return
     typer.echo(render_optimize(result, saved))
+
+
+def _optimize_request(opts: dict):
+    """The OptimizeRequest of the options shared by `optimize` and `pareto`."""
+    from planner.optimize import OptimizeRequest
+
+    budgets = tuple(opts["budget"] or ())
+    objective = opts.get("objective") or opts.get("objectives")
+    name = opts["study_name"]
+    if opts["storage"] and not name:
+        name = f"{opts['net']}_{'_'.join(budgets) or 'nobudget'}_{objective}".replace("$", "usd").replace(" ", "")
+    return OptimizeRequest(
+        net=opts["net"], budget=budgets, deadline=opts["deadline"], objective=objective, gpu=opts["gpu"],
+        network=opts["network"], epochs=opts["epochs"], dataset_size=opts["dataset_size"],
+        global_batch=opts["global_batch"], max_global_batch=opts["max_global_batch"],
+        min_global_batch=opts["min_global_batch"], optimizer=opts["optimizer"], precision=opts["precision"],
+        pipeline=opts["pipeline"], hybrid=opts["hybrid"], ppp_comp=opts["ppp_comp"],
+        ppp_comm=opts["ppp_comm"], rules=opts["rules"].value, conv_algorithm=opts["conv_algorithm"].value,
+        trials=opts["trials"], timeout=opts["timeout"], seed=opts["seed"], storage=opts["storage"],
+        study_name=name, exhaustive=opts["exhaustive"],
+    )
+
+
+def pareto(**opts) -> None:
+    """Time-vs-cost Pareto report: runs a two-objective search and writes a report folder."""
+    from planner import render
+    from planner.pareto import run_pareto
+    from planner.results import run_dir, write_atomic
+
+    req = _optimize_request(opts)
+    data, files = run_pareto(req)
+    out = opts["out"]
+    saved = write_atomic(Path(out) if out else run_dir("results", req.net, "pareto"), files)
+    if opts["format"] is Fmt.json:
+        typer.echo(render.to_json({"run_dir": str(saved), "front": data["front"], "search": data["search"]}))
+        return
+    cols = [("label", "plan"), ("gpu", "gpu"), ("gpus", "gpus"), ("batch_per_worker", "batch/GPU"),
+            ("scheme", "scheme"), ("time_text", "time to train"), ("cost_usd", "cost $"), ("kind", "bound by")]
+    typer.echo(f"Pareto front of {req.net}: {len(data['front'])} plans "
+               f"({data['evaluated']:,} evaluated, {data['feasible']:,} feasible)")
+    typer.echo(render.table(data["front"], cols, 2))
+    typer.echo(f"Report: {saved}/report.html (also report.md, pareto.csv, trials.csv, plan_<k>.json)")
+
+
+def _pareto_signature():
+    """`pareto` takes every option of `optimize`, with --objectives for --objective, plus --out."""
+    import inspect
+
+    params = []
+    for p in inspect.signature(optimize, eval_str=True).parameters.values():
+        if p.name == "objective":
+            p = p.replace(name="objectives", default="time,cost", annotation=Annotated[
+                str, typer.Option(help="time,cost (default) or time,cost,memory.")])
+        if p.name == "out":
+            p = p.replace(annotation=Annotated[str | None, typer.Option(
+                help="Report folder (default results/<timestamp>_<net>_pareto/).")])
+        if p.name == "format":
+            p = p.replace(annotation=Annotated[Fmt, typer.Option("--format", help="table or json (terminal output).")])
+        params.append(p)
+    return inspect.Signature(params)
+
+
+pareto.__signature__ = _pareto_signature()
+app.command(name="pareto")(pareto)
+
+
+@app.command()
+def report(run_dir: Annotated[str, typer.Argument(help="A folder written by `planner pareto`.")]) -> None:
+    """Re-render a Pareto report (HTML, Markdown, charts) from a saved run, without searching."""
+    from planner.pareto import rerender
+
+    files = rerender(run_dir)
+    typer.echo(f"Rendered {', '.join(files)} in {run_dir}")
 
 
 PLAN_CSV = [

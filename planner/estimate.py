@@ -149,3 +149,30 @@ def estimate(req: EstimateRequest) -> list[dict]:
     if any(math.isnan(rec["total_ms"]) for rec in records):
         raise UnsupportedError("the estimate is undefined for this configuration")
     return records
+
+
+_PLAN_KEYS = ("net", "device", "network", "workers", "gpus_per_node", "batch_per_worker", "parallel",
+              "split", "scheme", "precision", "pipeline", "ppp_comp", "ppp_comm", "rules", "conv_algorithm")
+
+
+def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
+    """The request that re-evaluates a saved plan file exactly (one worker count, one scheme)."""
+    import json
+
+    try:
+        data = json.loads(open(path).read())
+    except OSError as exc:
+        raise BadInput(f"--plan {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"--plan {path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+    missing = [k for k in _PLAN_KEYS if not isinstance(data, dict) or k not in data]
+    if missing:
+        raise BadInput(f"--plan {path} lacks {', '.join(missing)} (a plan_<k>.json of `planner pareto` has them)")
+    return EstimateRequest(
+        net=net or data["net"], device=data["device"], network=data["network"],
+        batch=int(data["batch_per_worker"]), workers=(int(data["workers"]),), scaling="weak",
+        schemes=(data["scheme"],), ppp_comp=float(data["ppp_comp"]), ppp_comm=float(data["ppp_comm"]),
+        pipeline=bool(data["pipeline"]), parallel=data["parallel"], rules=data["rules"],
+        conv_algorithm=data["conv_algorithm"], precision=data["precision"],
+        gpus_per_node=int(data["gpus_per_node"]), split=data["split"],
+    )

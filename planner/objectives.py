@@ -3,6 +3,7 @@
 time_to_train_s = epochs x ceil(dataset / global batch) x iteration time
 cost_usd        = GPUs x time_to_train_s / 3600 x price per GPU-hour (billed per second)
 throughput      = samples per second (maximised, so its objective value is negated)
+memory          = bytes needed on one GPU (see planner.memory)
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ from planner import memory
 from planner.constraints import Limits
 from planner.space import Space
 
-OBJECTIVES = ("time", "cost", "throughput")
-METRIC = {"time": "time_to_train_s", "cost": "cost_usd", "throughput": "throughput_samples_s"}
-SENSE = {"time": 1.0, "cost": 1.0, "throughput": -1.0}  # minimise SENSE x metric
+OBJECTIVES = ("time", "cost", "throughput", "memory")
+METRIC = {
+    "time": "time_to_train_s", "cost": "cost_usd", "throughput": "throughput_samples_s",
+    "memory": "memory_bytes",
+}
+SENSE = {"time": 1.0, "cost": 1.0, "throughput": -1.0, "memory": 1.0}  # minimise SENSE x metric
 
 
 @dataclass

@@ -325,8 +325,24 @@ def diagnose(scorer: Scorer, s: Scored) -> str:
     return f"no plan meets every constraint at once: the closest misses {' and '.join(broken)}"
 
 
-def optimize(req: OptimizeRequest) -> Result:
-    """Search, certify and explain (see the module docstring)."""
+@dataclass
+class Outcome:
+    """What a search produced: every plan it scored, and the whole space when certified."""
+
+    scorer: Scorer
+    objectives: tuple[str, ...]
+    found: Scored
+    full: Scored | None
+    search: dict
+
+    @property
+    def evaluated(self) -> Scored:
+        """Every distinct plan scored (the whole space when it was enumerated)."""
+        return self.full if self.full is not None else self.found
+
+
+def search_and_certify(req: OptimizeRequest) -> Outcome:
+    """Run the search, then enumerate the space when it is small enough (see module doc)."""
     scorer, objectives = build(req)
     space = scorer.space
     study = open_study(objectives, req.seed, req.storage, req.study_name)
@@ -340,6 +356,23 @@ def optimize(req: OptimizeRequest) -> Result:
         "space_size": space.raw_size, "seconds": stats.seconds,
         "study_name": study.study_name if req.storage else None,
     }
+    return Outcome(scorer, objectives, found, full, search_info)
+
+
+def front_indices(s: Scored) -> np.ndarray:
+    """Feasible non-dominated plans of ``s``, sorted by the first objective."""
+    feas = np.flatnonzero(s.feasible)
+    keep = feas[pareto_mask(s.objectives[:, feas])] if feas.size else feas
+    return keep[np.argsort(s.objectives[0, keep], kind="stable")]
+
+
+def optimize(req: OptimizeRequest) -> Result:
+    """Search, certify and explain (see the module docstring)."""
+    out = search_and_certify(req)
+    scorer, objectives, found, full, search_info = (
+        out.scorer, out.objectives, out.found, out.full, out.search
+    )
+    space = scorer.space
     pool = found
     if len(objectives) == 1:
         i = best_index(found)
@@ -369,12 +402,10 @@ def optimize(req: OptimizeRequest) -> Result:
                 break
         front: list[dict] = []
     else:
-        src = full if full is not None else found
-        feas = np.flatnonzero(src.feasible)
-        if feas.size == 0:
+        src = out.evaluated
+        keep = front_indices(src)
+        if keep.size == 0:
             raise InfeasibleError(diagnose(scorer, src))
-        keep = feas[pareto_mask(src.objectives[:, feas])]
-        keep = keep[np.argsort(src.objectives[0, keep])]
         front = [_plan_record(scorer, src.cols, int(j), objectives) for j in keep]
         if full is not None:
             got = found.objectives[:, found.feasible]

@@ -36,6 +36,9 @@ def write_atomic(target: Path, files: dict[str, str | bytes]) -> Path:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".partial-", dir=target.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would hide the run from other users
     try:
         for name, content in files.items():
             path = tmp / name

@@ -1,0 +1,190 @@
+"""SVG charts for reports: pure functions from report data to self-contained SVG text.
+
+No JavaScript and no external resources: every chart is plain SVG with <title> elements, so
+a browser shows a tooltip naming each plan on hover, and the file works offline and in
+Markdown viewers alike.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+           "#17becf", "#bcbd22", "#7f7f7f", "#393b79", "#637939", "#8c6d31", "#843c39")
+PHASE_COLORS = {"forward": "#4c78a8", "backward": "#72b7b2", "update": "#eeca3b", "communication": "#e45756"}
+SCHEME_COLORS = {"onetoall": "#e45756", "tree": "#4c78a8", "butterfly": "#54a24b", "ring": "#b279a2"}
+FONT = "font-family='Helvetica,Arial,sans-serif' font-size='11'"
+
+
+def colors(names: list[str]) -> dict[str, str]:
+    """A stable colour per name."""
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(names)}
+
+
+def _ticks(lo: float, hi: float) -> list[float]:
+    """Log-scale ticks at 1, 2 and 5 times powers of ten within [lo, hi]."""
+    out = []
+    for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
+        for m in (1, 2, 5):
+            v = m * 10**e
+            if lo <= v <= hi:
+                out.append(v)
+    if len(out) > 8:
+        out = [v for v in out if str(v).lstrip("0.").startswith("1")] or out
+    return out
+
+
+def _num(v: float) -> str:
+    if v >= 1000:
+        return f"{v:,.0f}"
+    if v >= 1:
+        return f"{v:g}"
+    return f"{v:.2g}"
+
+
+def _svg(width: int, height: int, body: list[str], label: str) -> str:
+    return (
+        f"<svg xmlns='http://www.w3.org/2000/svg' class='chart' role='img' aria-label='{escape(label)}' "
+        f"width='{width}' height='{height}' viewBox='0 0 {width} {height}' {FONT}>"
+        f"<rect width='{width}' height='{height}' fill='white'/>" + "".join(body) + "</svg>"
+    )
+
+
+def front_chart(data: dict) -> str:
+    """Time vs cost, log-log: every evaluated plan as faint cells, the front on top."""
+    w, h, ml, mr, mt, mb = 760, 460, 70, 170, 20, 50
+    pw, ph = w - ml - mr, h - mt - mb
+    ax = data["axes"]
+    lx0, lx1 = math.log10(ax["time_h"][0]), math.log10(ax["time_h"][1])
+    ly0, ly1 = math.log10(ax["cost_usd"][0]), math.log10(ax["cost_usd"][1])
+    X = lambda v: ml + (math.log10(v) - lx0) / (lx1 - lx0) * pw  # noqa: E731
+    Y = lambda v: mt + ph - (math.log10(v) - ly0) / (ly1 - ly0) * ph  # noqa: E731
+    body = [f"<rect x='{ml}' y='{mt}' width='{pw}' height='{ph}' fill='#fafafa' stroke='#ccc'/>"]
+    for v in _ticks(*ax["time_h"]):
+        x = X(v)
+        body.append(f"<line x1='{x:.1f}' y1='{mt}' x2='{x:.1f}' y2='{mt + ph}' stroke='#eee'/>")
+        body.append(f"<text x='{x:.1f}' y='{mt + ph + 15}' text-anchor='middle'>{_num(v)}</text>")
+    for v in _ticks(*ax["cost_usd"]):
+        y = Y(v)
+        body.append(f"<line x1='{ml}' y1='{y:.1f}' x2='{ml + pw}' y2='{y:.1f}' stroke='#eee'/>")
+        body.append(f"<text x='{ml - 6}' y='{y + 4:.1f}' text-anchor='end'>${_num(v)}</text>")
+    body.append(f"<text x='{ml + pw / 2}' y='{h - 10}' text-anchor='middle'>time to train (hours, log scale)</text>")
+    body.append(f"<text transform='translate(14 {mt + ph / 2}) rotate(-90)' text-anchor='middle'>cost (USD, log scale)</text>")
+    cloud = data["cloud"]
+    nx, ny = cloud["nx"], cloud["ny"]
+    cw, ch = pw / nx, ph / ny
+    for layer, fill, op in (("infeasible", "#f4a6a6", 0.35), ("feasible", "#9aa5b1", 0.45)):
+        cells = "".join(
+            f"<rect x='{ml + i * cw:.1f}' y='{mt + ph - (j + 1) * ch:.1f}' width='{cw:.1f}' height='{ch:.1f}'/>"
+            for i, j in cloud[layer]
+        )
+        body.append(f"<g class='cloud-{layer}' fill='{fill}' fill-opacity='{op}'><title>{cloud['counts'][layer]:,} "
+                    f"{layer} plans evaluated</title>{cells}</g>")
+    front = data["front"]
+    pts = [(X(p["time_to_train_s"] / 3600), Y(p["cost_usd"])) for p in front]
+    if len(pts) > 1:
+        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
+        body.append(f"<polyline points='{path}' fill='none' stroke='#333' stroke-width='1.2' stroke-dasharray='4 3'/>")
+    gpu_color = data["gpu_colors"]
+    marks = []
+    for n, (p, (x, y)) in enumerate(zip(front, pts, strict=True)):
+        dy = -9 if n % 2 == 0 else 17  # alternate above and below: neighbours rarely collide
+        tip = escape(f"{p['label']}: {p['description']} - {p['time_text']}, ${p['cost_usd']:,.2f}")
+        marks.append(
+            f"<g class='front-point'><title>{tip}</title><circle cx='{x:.1f}' cy='{y:.1f}' r='6' "
+            f"fill='{gpu_color[p['gpu']]}' stroke='#222'/><text x='{x + 5:.1f}' y='{y + dy:.1f}' "
+            f"font-weight='bold'>{escape(p['label'])}</text></g>"
+        )
+    body.append("<g class='front'>" + "".join(marks) + "</g>")
+    ly = mt + 10
+    body.append(f"<text x='{ml + pw + 15}' y='{ly}' font-weight='bold'>GPU</text>")
+    for name, color in gpu_color.items():
+        ly += 18
+        body.append(f"<circle cx='{ml + pw + 20}' cy='{ly - 4}' r='5' fill='{color}' stroke='#222'/>"
+                    f"<text x='{ml + pw + 30}' y='{ly}'>{escape(name)}</text>")
+    ly += 26
+    body.append(f"<rect x='{ml + pw + 15}' y='{ly - 9}' width='10' height='10' fill='#9aa5b1'/>"
+                f"<text x='{ml + pw + 30}' y='{ly}'>feasible plans</text>")
+    ly += 18
+    body.append(f"<rect x='{ml + pw + 15}' y='{ly - 9}' width='10' height='10' fill='#f4a6a6'/>"
+                f"<text x='{ml + pw + 30}' y='{ly}'>infeasible plans</text>")
+    return _svg(w, h, body, "Pareto front: time to train vs cost")
+
+
+def breakdown_chart(data: dict) -> str:
+    """Stacked horizontal bars: where each front plan's iteration time goes (ms)."""
+    front = data["front"]
+    bar, gap, ml, mr, mt = 20, 8, 70, 30, 30
+    w = 760
+    h = mt + len(front) * (bar + gap) + 50
+    pw = w - ml - mr
+    parts = [("forward", "forward_ms"), ("backward", "backward_ms"), ("update", "update_ms"),
+             ("communication", "comm_ms")]
+    top = max(sum(p[k] for _, k in parts) for p in front) or 1.0
+    body = []
+    for i, name in enumerate(PHASE_COLORS):
+        body.append(f"<rect x='{ml + i * 140}' y='6' width='10' height='10' fill='{PHASE_COLORS[name]}'/>"
+                    f"<text x='{ml + i * 140 + 14}' y='15'>{name}</text>")
+    for r, p in enumerate(front):
+        y = mt + r * (bar + gap)
+        body.append(f"<text x='{ml - 6}' y='{y + bar / 2 + 4}' text-anchor='end' font-weight='bold'>{escape(p['label'])}</text>")
+        x = ml
+        for name, key in parts:
+            width = p[key] / top * pw
+            if width <= 0:
+                continue
+            tip = escape(f"{p['label']} {name}: {p[key]:,.2f} ms ({p[key] / p['iteration_ms']:.0%})")
+            body.append(f"<rect class='segment' x='{x:.1f}' y='{y}' width='{width:.1f}' height='{bar}' "
+                        f"fill='{PHASE_COLORS[name]}'><title>{tip}</title></rect>")
+            x += width
+        body.append(f"<text x='{x + 4:.1f}' y='{y + bar / 2 + 4}' fill='#555'>{p['iteration_ms']:,.1f} ms</text>")
+    body.append(f"<text x='{ml + pw / 2}' y='{h - 12}' text-anchor='middle'>milliseconds per iteration</text>")
+    return _svg(w, h, body, "Iteration time breakdown of the front's plans")
+
+
+def scaling_chart(data: dict) -> str:
+    """Speedup against GPU count per AllReduce scheme, one panel per GPU type of the front."""
+    curves = data["scaling"]
+    names = list(curves)
+    cols = min(3, len(names)) or 1
+    rows = math.ceil(len(names) / cols) or 1
+    pw, ph, ml, mt = 220, 170, 45, 40
+    w = cols * (pw + ml + 20) + 10
+    h = rows * (ph + mt + 40) + 30
+    body = []
+    for i, name in enumerate(SCHEME_COLORS):
+        body.append(f"<rect x='{10 + i * 110}' y='6' width='10' height='10' fill='{SCHEME_COLORS[name]}'/>"
+                    f"<text x='{24 + i * 110}' y='15'>{name}</text>")
+    body.append("<line x1='460' y1='11' x2='490' y2='11' stroke='#999' stroke-dasharray='3 3'/>"
+                "<text x='494' y='15'>linear</text>")
+    for n, gpu in enumerate(names):
+        c = curves[gpu]
+        ox = 10 + (n % cols) * (pw + ml + 20) + ml
+        oy = 30 + (n // cols) * (ph + mt + 40) + mt
+        kmax = max(k for pts in c["schemes"].values() for k, _ in pts)
+        smax = max([s for pts in c["schemes"].values() for _, s in pts] + [1.0])
+        top = max(smax, 1.0) * 1.05
+        X = lambda k, kmax=kmax, ox=ox: ox + (math.log2(k) / max(math.log2(kmax), 1)) * pw  # noqa: E731
+        Y = lambda s, top=top, oy=oy: oy + ph - s / top * ph  # noqa: E731
+        body.append(f"<text x='{ox}' y='{oy - 10}' font-weight='bold'>{escape(gpu)} "
+                    f"({c['batch_per_worker']} per GPU, {c['per_node']} per node)</text>")
+        body.append(f"<rect class='panel' x='{ox}' y='{oy}' width='{pw}' height='{ph}' fill='#fafafa' stroke='#ccc'/>")
+        k = 1
+        while k <= kmax:
+            body.append(f"<text x='{X(k):.1f}' y='{oy + ph + 14}' text-anchor='middle'>{k}</text>")
+            k *= 4 if kmax > 64 else 2
+        for frac in (0, 0.5, 1):
+            v = top * frac
+            body.append(f"<text x='{ox - 5}' y='{Y(v) + 4:.1f}' text-anchor='end'>{v:.0f}</text>")
+        ideal = [(X(1), Y(1)), (X(min(kmax, top)), Y(min(kmax, top)))]
+        body.append(f"<line x1='{ideal[0][0]:.1f}' y1='{ideal[0][1]:.1f}' x2='{ideal[1][0]:.1f}' "
+                    f"y2='{ideal[1][1]:.1f}' stroke='#999' stroke-dasharray='3 3'/>")
+        for scheme, pts in c["schemes"].items():
+            path = " ".join(f"{X(k):.1f},{Y(s):.1f}" for k, s in pts)
+            tip = escape(f"{gpu}, {scheme}: " + ", ".join(f"{k} GPUs {s:.1f}x" for k, s in pts))
+            body.append(f"<polyline class='curve' points='{path}' fill='none' stroke='{SCHEME_COLORS[scheme]}' "
+                        f"stroke-width='2'><title>{tip}</title></polyline>")
+        body.append(f"<text x='{ox + pw / 2}' y='{oy + ph + 30}' text-anchor='middle'>GPUs</text>")
+        body.append(f"<text transform='translate({ox - 32} {oy + ph / 2}) rotate(-90)' text-anchor='middle'>speedup</text>")
+    return _svg(w, h, body, "Speedup against GPU count per AllReduce scheme")

@@ -1,0 +1,253 @@
+"""Pareto reports: the report's data is built by a pure function, then rendered.
+
+:func:`report_data` turns the front's plan records, the evaluated plans' (time, cost,
+feasible) arrays and the scaling curves into one JSON-serialisable dict; nothing else
+computes. :func:`render_html` and :func:`render_markdown` only lay that dict out, with the SVG
+charts of :mod:`planner.charts`. ``planner report RUN_DIR`` re-renders from the dict saved in
+run.json.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+import numpy as np
+
+from planner import charts
+from planner.render import duration
+
+CLOUD_CELLS = (120, 80)  # occupancy grid of the faint "every evaluated plan" layer
+
+KINDS = {
+    "budget-bound": "a budget binds",
+    "memory-bound": "memory binds",
+    "communication-bound": "communication dominates",
+    "compute-bound": "compute dominates",
+}
+
+
+def _pct(x: float) -> str:
+    """A share as a percentage with enough digits to tell small ones from zero."""
+    return f"{x:.0%}" if abs(x) >= 0.095 else f"{x:.1%}" if abs(x) >= 0.0095 else f"{x:.2%}"
+
+
+def _describe(p: dict) -> str:
+    mode = "data parallel" if p["parallel"] == "data" else f"hybrid from {p['split']}"
+    return (f"{p['gpus']} x {p['gpu']} ({p['nodes']}x{p['gpus_per_node']}), {p['batch_per_worker']}/GPU, "
+            f"{mode}, {p['scheme']}, {p['precision']}")
+
+
+def classify(p: dict) -> str:
+    """compute-, communication-, memory- or budget-bound (see :data:`KINDS`)."""
+    binding = set(p.get("binding", []))
+    if binding & {"budget_gpus", "budget_usd", "deadline"}:
+        return "budget-bound"
+    if "memory" in binding:
+        return "memory-bound"
+    return "communication-bound" if p["comm_ms"] >= 0.5 * p["iteration_ms"] else "compute-bound"
+
+
+def _why(p: dict, i: int, front: list[dict]) -> str:
+    """One sentence: where the plan sits on the front and what bounds it."""
+    n = len(front)
+    if n == 1:
+        where = "is the only Pareto-optimal plan"
+    elif i == 0:
+        where = "is the fastest plan"
+    elif i == n - 1:
+        where = "is the cheapest plan"
+    else:
+        q = front[i - 1]
+        slower = p["time_to_train_s"] / q["time_to_train_s"] - 1
+        cheaper = 1 - p["cost_usd"] / q["cost_usd"]
+        where = f"takes {_pct(slower)} longer than {q['label']} for {_pct(cheaper)} less money"
+    kind = classify(p)
+    it = p["iteration_ms"]
+    if kind == "budget-bound":
+        limits = [b for b in p["binding"] if b in ("budget_gpus", "budget_usd", "deadline")]
+        text = {"budget_gpus": f"it uses the whole GPU budget ({p['gpus']} GPUs)",
+                "budget_usd": "it spends up to the money budget", "deadline": "it finishes just within the deadline"}
+        detail = " and ".join(text[b] for b in limits)
+    elif kind == "memory-bound":
+        detail = (f"it needs {p['memory_gb']:.1f} of {p['device_memory_gb']:.0f} GB per GPU, "
+                  "so a larger batch per GPU would not fit")
+    elif kind == "communication-bound":
+        link = p["network"] if p["nodes"] > 1 else p["intra_node_link"]
+        detail = f"{p['comm_ms'] / it:.0%} of its {it:,.1f} ms iteration is the {p['scheme']} AllReduce over {link}"
+    else:
+        detail = f"{p['compute_ms'] / it:.0%} of its {it:,.1f} ms iteration is compute on the {p['gpu']}"
+    return f"{p['label']} ({_describe(p)}) {where}; it is {kind}: {detail}."
+
+
+def _cloud(time_h: np.ndarray, cost: np.ndarray, feasible: np.ndarray, axes: dict) -> dict:
+    """Occupied cells of a log-log grid: every evaluated plan lands in a drawn cell."""
+    nx, ny = CLOUD_CELLS
+    ok = np.isfinite(time_h) & np.isfinite(cost) & (time_h > 0) & (cost > 0)
+    lx = np.log10(axes["time_h"])
+    ly = np.log10(axes["cost_usd"])
+    ix = np.floor((np.log10(time_h[ok]) - lx[0]) / (lx[1] - lx[0]) * nx).astype(int)
+    iy = np.floor((np.log10(cost[ok]) - ly[0]) / (ly[1] - ly[0]) * ny).astype(int)
+    inside = (ix >= 0) & (ix < nx) & (iy >= 0) & (iy < ny)
+    out = {"nx": nx, "ny": ny, "counts": {}}
+    for name, mask in (("feasible", feasible[ok]), ("infeasible", ~feasible[ok])):
+        sel = inside & mask
+        cells = np.unique(ix[sel] * ny + iy[sel])
+        out[name] = [[int(c // ny), int(c % ny)] for c in cells]
+        out["counts"][name] = int(mask.sum())
+    out["counts"]["outside_axes"] = int((~inside).sum())
+    return out
+
+
+def report_data(
+    *, net: str, objectives: list[str], front: list[dict], time_s: np.ndarray, cost_usd: np.ndarray,
+    feasible: np.ndarray, scaling: dict, inputs: dict, search: dict, versions: dict, constraints: dict,
+) -> dict:
+    """Everything the report shows, as plain data (pure: no I/O, no model evaluation)."""
+    front = [dict(p) for p in front]
+    for i, p in enumerate(front):
+        p["label"] = f"P{i + 1}"
+        p["description"] = _describe(p)
+        p["time_text"] = duration(p["time_to_train_s"])
+        p["kind"] = classify(p)
+        p["binding_text"] = ", ".join(p.get("binding") or []) or "none"
+    for i, p in enumerate(front):
+        p["why"] = _why(p, i, front)
+    ft = np.array([p["time_to_train_s"] for p in front]) / 3600
+    fc = np.array([p["cost_usd"] for p in front])
+    t_h = np.asarray(time_s, dtype=float) / 3600
+    cost = np.asarray(cost_usd, dtype=float)
+    feasible = np.asarray(feasible, dtype=bool)
+    # Axes frame the front and its neighbourhood; plans beyond are counted, not drawn.
+    axes = {
+        "time_h": [float(ft.min() / 1.6), float(max(ft.max() * 2.5, ft.min() * 10))],
+        "cost_usd": [float(fc.min() / 1.25), float(max(fc.max() * 2.5, fc.min() * 4))],
+    }
+    gpus = sorted({p["gpu"] for p in front})
+    return {
+        "title": f"Time vs cost of training {net}",
+        "net": net,
+        "objectives": list(objectives),
+        "front": front,
+        "axes": axes,
+        "cloud": _cloud(t_h, cost, feasible, axes),
+        "gpu_colors": charts.colors(gpus),
+        "scaling": scaling,
+        "kinds": {k: sum(p["kind"] == k for p in front) for k in KINDS},
+        "inputs": inputs,
+        "search": search,
+        "versions": versions,
+        "constraints": constraints,
+        "evaluated": int(len(feasible)),
+        "feasible": int(feasible.sum()),
+    }
+
+
+TABLE = [
+    ("label", "plan"), ("gpu", "GPU"), ("gpus", "GPUs"), ("gpus_per_node", "per node"),
+    ("batch_per_worker", "batch/GPU"), ("parallel", "parallel"), ("scheme", "scheme"),
+    ("time_text", "time to train"), ("cost_usd", "cost ($)"), ("iteration_ms", "iteration (ms)"),
+    ("memory_gb", "memory (GB)"), ("binding_text", "binding constraint"), ("kind", "bound by"),
+]
+
+
+def _cell(p: dict, key: str) -> str:
+    v = p.get(key)
+    if isinstance(v, float):
+        return f"{v:,.2f}"
+    return "" if v is None else str(v)
+
+
+def _inputs_lines(data: dict) -> list[tuple[str, str]]:
+    s = data["search"]
+    req = {k: v for k, v in data["inputs"].items() if v not in (None, [], ())}
+    rows = [("command inputs", ", ".join(f"{k}={v}" for k, v in req.items()))]
+    rows.append(("search", f"{s['sampler']}, seed {s['seed']}, {s['trials']} trials, "
+                           f"{s['evaluated_plans']:,} plans scored in {s['seconds']:.2f} s"))
+    if "exhaustive_front_size" in s:
+        rows.append(("certified", f"the whole space was enumerated ({data['evaluated']:,} plans); the exact "
+                                  f"front has {s['exhaustive_front_size']} plans, the search found "
+                                  f"{s['front_found_by_search']} of them"))
+    rows.append(("versions", ", ".join(f"{k} {v}" for k, v in data["versions"].items())))
+    return rows
+
+
+CSS = """
+body{font-family:Helvetica,Arial,sans-serif;margin:24px auto;max-width:980px;color:#222;line-height:1.4}
+h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd;padding-bottom:4px}
+table{border-collapse:collapse;font-size:12px;width:100%}th,td{border:1px solid #ddd;padding:4px 6px;text-align:right}
+th{background:#f3f3f3}td:first-child,td:nth-child(2),td:nth-child(6),td:nth-child(7),td:nth-child(12),td:nth-child(13){text-align:left}
+.chart{max-width:100%;height:auto;display:block;margin:8px 0}
+.why li{margin:4px 0}.inputs td{text-align:left;vertical-align:top}.muted{color:#666;font-size:12px}
+"""
+
+
+def render_html(data: dict) -> str:
+    """One self-contained HTML file: inline CSS and SVG, no script, no external request."""
+    f = data["front"]
+    head = "".join(f"<th>{escape(h)}</th>" for _, h in TABLE)
+    rows = "".join(
+        "<tr class='front-row'>" + "".join(f"<td>{escape(_cell(p, k))}</td>" for k, _ in TABLE) + "</tr>"
+        for p in f
+    )
+    why = "".join(f"<li>{escape(p['why'])}</li>" for p in f)
+    inputs = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in _inputs_lines(data))
+    cloud = data["cloud"]["counts"]
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{escape(data['title'])}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>
+<body>
+<h1>{escape(data['title'])}</h1>
+<p>{len(f)} Pareto-optimal plans out of {data['evaluated']:,} evaluated ({data['feasible']:,} feasible).
+Fastest: {escape(f[0]['description'])}, {escape(f[0]['time_text'])} for ${f[0]['cost_usd']:,.2f}.
+Cheapest: {escape(f[-1]['description'])}, {escape(f[-1]['time_text'])} for ${f[-1]['cost_usd']:,.2f}.</p>
+<h2>Pareto front</h2>
+<p class="muted">Every evaluated plan is drawn faintly ({cloud['feasible']:,} feasible in grey,
+{cloud['infeasible']:,} infeasible in red; {cloud['outside_axes']:,} lie beyond the axes, far
+from the front); hover a point for its plan.</p>
+{charts.front_chart(data)}
+<h2>Why each plan is on the front</h2>
+<ul class="why">{why}</ul>
+<h2>The front</h2>
+<table id="front-table"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>
+<h2>Where the time goes</h2>
+<p class="muted">Per iteration; communication is not overlapped with compute (PALEO's model).</p>
+{charts.breakdown_chart(data)}
+<h2>Scaling</h2>
+<p class="muted">Throughput with N GPUs over one GPU, data parallel, same batch per GPU.</p>
+{charts.scaling_chart(data)}
+<h2>Inputs</h2>
+<table class="inputs">{inputs}</table>
+<p class="muted">Generated by planner with the PALEO performance model (Qi, Sparks, Talwalkar, ICLR 2017).</p>
+</body></html>
+"""
+
+
+def render_markdown(data: dict, chart_dir: str = "charts") -> str:
+    """The same report for a terminal or a pull request; charts are SVG files beside it."""
+    f = data["front"]
+    lines = [f"# {data['title']}", ""]
+    lines.append(f"{len(f)} Pareto-optimal plans out of {data['evaluated']:,} evaluated "
+                 f"({data['feasible']:,} feasible).")
+    lines += ["", "## Pareto front", "", f"![Pareto front]({chart_dir}/front.svg)", "",
+              "## Why each plan is on the front", ""]
+    lines += [f"- {p['why']}" for p in f]
+    lines += ["", "## The front", ""]
+    lines.append("| " + " | ".join(h for _, h in TABLE) + " |")
+    lines.append("|" + "---|" * len(TABLE))
+    lines += ["| " + " | ".join(_cell(p, k).replace("|", "/") for k, _ in TABLE) + " |" for p in f]
+    lines += ["", "## Where the time goes", "", f"![Breakdown]({chart_dir}/breakdown.svg)", "",
+              "## Scaling", "", f"![Scaling]({chart_dir}/scaling.svg)", "", "## Inputs", ""]
+    lines += [f"- **{k}**: {v}" for k, v in _inputs_lines(data)]
+    return "\n".join(lines) + "\n"
+
+
+def render_files(data: dict) -> dict[str, str]:
+    """Every rendered file of a report folder, by relative path."""
+    return {
+        "report.html": render_html(data),
+        "report.md": render_markdown(data),
+        "charts/front.svg": charts.front_chart(data),
+        "charts/breakdown.svg": charts.breakdown_chart(data),
+        "charts/scaling.svg": charts.scaling_chart(data),
+    }
+

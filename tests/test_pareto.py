@@ -1,0 +1,219 @@
+"""Pareto reports: the front is the exact non-dominated set, the report data is built by a
+pure function, the files are complete and re-renderable, and the HTML works offline."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner.cli import main
+from planner.optimize import OptimizeRequest, build
+from planner.pareto import run_pareto
+from planner.report import classify, render_html, report_data
+from planner.search import exhaustive
+
+
+def _exact_front_2d(time_s: np.ndarray, cost: np.ndarray) -> set[tuple[float, float]]:
+    """Non-dominated (time, cost) pairs by a sort-and-sweep, independent of pareto_mask."""
+    order = np.lexsort((cost, time_s))
+    best = math.inf
+    out = set()
+    for i in order:
+        if cost[i] < best:
+            out.add((float(time_s[i]), float(cost[i])))
+            best = cost[i]
+    return out
+
+
+@pytest.mark.parametrize("net,budget,gpu", [
+    ("alexnet", "16gpus", None), ("nin", "8gpus", "A100,H100,T4"), ("vgg16", "32gpus", "V100,A10G,L4"),
+    ("resnet50", "64gpus", "H100,A100"),
+])
+def test_front_equals_exhaustive_non_dominated_set(net, budget, gpu):
+    req = OptimizeRequest(net, budget=(budget,), objective="time,cost", gpu=gpu)
+    data, _ = run_pareto(req)
+    scorer, objectives = build(req)
+    full = exhaustive(scorer, objectives)
+    feas = full.feasible
+    exact = _exact_front_2d(full.objectives[0, feas], full.objectives[1, feas])
+    reported = {(p["time_to_train_s"], p["cost_usd"]) for p in data["front"]}
+    assert reported == exact
+    assert data["search"]["front_found_by_search"] == len(exact)  # the search alone found it all
+
+
+def test_three_objectives_front_is_non_dominated():
+    data, files = run_pareto(OptimizeRequest("alexnet", budget=("8gpus",), objective="time,cost,memory",
+                                             gpu="A100,H100"))
+    pts = np.array([[p["time_to_train_s"], p["cost_usd"], p["memory_gb"]] for p in data["front"]])
+    for i, a in enumerate(pts):
+        for j, b in enumerate(pts):
+            assert i == j or not ((b <= a).all() and (b < a).any())
+    header = files["pareto.csv"].splitlines()[0].split(",")
+    assert header[1:4] == ["time_to_train_s", "cost_usd", "memory_gb"]
+
+
+def _plan(**kw) -> dict:
+    base = dict(gpu="H100_SXM", gpus=8, nodes=1, gpus_per_node=8, batch_per_worker=256, parallel="data",
+                split=None, scheme="ring", precision="fp32", network="eth100", intra_node_link="nvlink4",
+                time_to_train_s=3600.0, cost_usd=100.0, iteration_ms=100.0, compute_ms=80.0, comm_ms=20.0,
+                forward_ms=25.0, backward_ms=50.0, update_ms=5.0, memory_gb=10.0, device_memory_gb=80.0,
+                binding=[])
+    base.update(kw)
+    return base
+
+
+def test_report_data_is_pure_and_explains_each_plan():
+    front = [
+        _plan(time_to_train_s=1800.0, cost_usd=300.0, binding=["budget_gpus"], gpus=64, nodes=8),
+        _plan(time_to_train_s=3600.0, cost_usd=150.0, comm_ms=70.0, compute_ms=30.0),
+        _plan(time_to_train_s=7200.0, cost_usd=120.0, binding=["memory"], memory_gb=70.0),
+        _plan(time_to_train_s=14400.0, cost_usd=110.0, gpu="A100_80GB"),
+    ]
+    time_s = np.array([1800.0, 3600.0, 7200.0, 14400.0, 5000.0, 9e9, np.nan])
+    cost = np.array([300.0, 150.0, 120.0, 110.0, 400.0, 1.0, 5.0])
+    feasible = np.array([True, True, True, True, True, False, False])
+    args = dict(net="x", objectives=["time", "cost"], front=front, time_s=time_s, cost_usd=cost,
+                feasible=feasible, scaling={}, inputs={"net": "x"}, search={}, versions={},
+                constraints={})
+    data = report_data(**args)
+    assert data == report_data(**args)  # deterministic, no hidden state
+    assert [p["label"] for p in data["front"]] == ["P1", "P2", "P3", "P4"]
+    assert [p["kind"] for p in data["front"]] == ["budget-bound", "communication-bound", "memory-bound", "compute-bound"]
+    why = [p["why"] for p in data["front"]]
+    assert "is the fastest plan" in why[0] and "whole GPU budget (64 GPUs)" in why[0]
+    assert "takes 100% longer than P1 for 50% less money" in why[1] and "70% of its 100.0 ms" in why[1]
+    assert "10.0 of 80 GB" in why[2] or "70.0 of 80 GB" in why[2]
+    assert "is the cheapest plan" in why[3]
+    c = data["cloud"]["counts"]
+    assert c["feasible"] == 5 and c["infeasible"] == 1  # the NaN plan has no position
+    assert data["axes"]["time_h"][0] < 0.5 and data["axes"]["time_h"][1] > 4
+    assert data["gpu_colors"].keys() == {"H100_SXM", "A100_80GB"}
+    assert front[0].get("label") is None  # inputs are not modified
+
+
+def test_classify_precedence():
+    assert classify(_plan(binding=["budget_usd", "memory"])) == "budget-bound"
+    assert classify(_plan(binding=["deadline"])) == "budget-bound"
+    assert classify(_plan(binding=["memory"], comm_ms=90.0)) == "memory-bound"
+    assert classify(_plan(comm_ms=50.0)) == "communication-bound"
+    assert classify(_plan(comm_ms=49.9)) == "compute-bound"
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("pareto") / "run"
+    assert main(["pareto", "alexnet", "--budget", "16gpus", "--gpu", "A100,H100,T4,L4", "--out", str(out)]) == 0
+    return out
+
+
+def test_report_folder_contents(report_dir):
+    names = {p.relative_to(report_dir).as_posix() for p in report_dir.rglob("*") if p.is_file()}
+    front = json.loads((report_dir / "run.json").read_text())["report"]["front"]
+    expected = {"report.html", "report.md", "pareto.csv", "trials.csv", "run.json", "charts/front.svg",
+                "charts/breakdown.svg", "charts/scaling.svg"} | {f"plan_{k}.json" for k in range(len(front))}
+    assert names == expected
+    rows = list(csv.DictReader((report_dir / "pareto.csv").open()))
+    assert len(rows) == len(front)
+    for col in ("time_to_train_s", "cost_usd", "gpu", "gpus", "batch_per_worker", "scheme", "forward_ms",
+                "backward_ms", "update_ms", "comm_ms", "iteration_ms"):
+        assert col in rows[0]
+    trials = list(csv.DictReader((report_dir / "trials.csv").open()))
+    run = json.loads((report_dir / "run.json").read_text())
+    assert len(trials) == run["report"]["evaluated"]
+    assert sum(t["feasible"] == "True" for t in trials) == run["report"]["feasible"]
+    front_pairs = {(float(r["time_to_train_s"]), float(r["cost_usd"])) for r in rows}
+    assert front_pairs <= {(float(t["time_to_train_s"]), float(t["cost_usd"])) for t in trials}
+    md = (report_dir / "report.md").read_text()
+    assert "![Pareto front](charts/front.svg)" in md and all(p["label"] in md for p in front)
+    assert (report_dir / "report.html").stat().st_size < 3_000_000
+    assert run["request"]["seed"] == 0 and "optuna" in run["versions"]
+
+
+def test_plan_files_re_evaluate_with_estimate(report_dir, capsys):
+    for plan in sorted(report_dir.glob("plan_*.json")):
+        expected = json.loads(plan.read_text())["expected"]
+        capsys.readouterr()
+        assert main(["estimate", "--plan", str(plan), "--format", "json"]) == 0
+        rec = json.loads(capsys.readouterr().out)[0]
+        assert math.isclose(rec["total_ms"], expected["iteration_ms"], rel_tol=1e-12)
+        assert math.isclose(rec["comm_ms"], expected["comm_ms"], rel_tol=1e-12, abs_tol=1e-12)
+
+
+def test_report_command_re_renders_without_searching(report_dir, tmp_path, capsys):
+    copy = tmp_path / "copy"
+    shutil.copytree(report_dir, copy)
+    original = (copy / "report.html").read_text()
+    (copy / "report.html").unlink()
+    shutil.rmtree(copy / "charts")
+    assert main(["report", str(copy)]) == 0
+    assert (copy / "report.html").read_text() == original
+    assert (copy / "charts" / "front.svg").is_file()
+    assert main(["report", str(tmp_path / "nothing")]) == 2
+    assert capsys.readouterr().err.startswith("error:")
+
+
+def test_no_feasible_plan_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["pareto", "vgg16", "--budget", "4gpus", "--deadline", "1m", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no plan finishes within") and err.count("\n") == 1
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_bad_objectives(tmp_path, capsys):
+    assert main(["pareto", "alexnet", "--objectives", "time", "--out", str(tmp_path / "r")]) == 2
+    assert "time,cost" in capsys.readouterr().err
+
+
+def test_html_is_self_contained(report_dir):
+    html = (report_dir / "report.html").read_text()
+    import re
+
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "<script" not in html and "@import" not in html and "url(" not in html
+    assert html.count("<svg") == 3
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.browser
+def test_report_in_headless_chromium(report_dir):
+    if not CHROMIUM:
+        pytest.skip("headless Chromium not found: install it (apt-get install chromium) to run this test")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright to run this test")
+    front = json.loads((report_dir / "run.json").read_text())["report"]["front"]
+    errors, requests = [], []
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+        )
+        page = browser.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: requests.append(r.url))
+        page.goto((report_dir / "report.html").as_uri(), wait_until="load")
+        charts = page.query_selector_all("svg.chart")
+        sizes = [c.bounding_box() for c in charts]
+        shapes = [c.eval_on_selector_all("circle, rect, polyline, line, path", "els => els.length") for c in charts]
+        labels = [c.get_attribute("aria-label") for c in charts]
+        rows = page.eval_on_selector_all("#front-table tbody tr", "els => els.map(e => e.cells[0].textContent)")
+        points = page.eval_on_selector_all(".front-point", "els => els.length")
+        browser.close()
+    assert errors == []
+    assert requests == [(report_dir / "report.html").as_uri()]
+    assert len(charts) == 3 and all("Pareto" in labels[0] for _ in [0])
+    assert all(b and b["width"] > 300 and b["height"] > 150 for b in sizes)
+    assert all(n > 20 for n in shapes)
+    assert points == len(front)
+    assert rows == [p["label"] for p in front]
+    assert os.path.getsize(report_dir / "report.html") < 3_000_000
