@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from costs.hardware import PRECISIONS
-from planner import catalog
+from planner import catalog, shared
 from planner.constraints import Limits, parse_budgets, parse_duration
 from planner.errors import BadInput, InfeasibleError
 from planner.memory import OPTIMIZERS
@@ -350,7 +350,7 @@ def search_and_certify(req: OptimizeRequest) -> Outcome:
     certify = req.exhaustive == "always" or (req.exhaustive == "auto" and space.raw_size <= EXHAUSTIVE_LIMIT)
     full = exhaustive(scorer, objectives) if certify else None
     search_info = {
-        "sampler": stats.sampler, "seed": req.seed, "trials": len(study.trials),
+        "sampler": stats.sampler, "seed": req.seed, "trials": shared.complete_count(study),
         "trials_this_run": stats.trials, "evaluated_plans": scorer.evaluated,
         "cache_hits": stats.cache_hits, "refinement_rounds": stats.refinement_rounds,
         "space_size": space.raw_size, "seconds": stats.seconds,

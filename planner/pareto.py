@@ -18,7 +18,11 @@ from planner import report
 from planner.errors import BadInput, InfeasibleError
 from planner.objectives import METRIC
 from planner.optimize import (
-    OptimizeRequest, _plan_record, diagnose, front_indices, search_and_certify,
+    OptimizeRequest,
+    _plan_record,
+    diagnose,
+    front_indices,
+    search_and_certify,
 )
 from planner.render import to_csv
 from planner.results import dumps

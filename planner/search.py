@@ -2,8 +2,8 @@
 
 * One objective: TPE (Bergstra et al. 2011); two or more: NSGA-II (Deb et al. 2002).
 * Ask/tell in batches: a batch of trials is asked, scored in ONE evaluator call, and told.
-  Repeated plans are answered from a cache. Constraints are set on each trial with
-  ``Trial.set_constraint`` (feasible when every value is <= 0).
+  Repeated plans are answered from a cache. Each trial carries its worst relative constraint
+  violation with ``Trial.set_constraint`` (feasible when the value is <= 0).
 * A vectorised local refinement polishes the result, trying every plan that differs from
   the best one (one objective) or from each Pareto plan (several) in one or two axes, in one
   evaluator call per round, until nothing improves.
@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from planner import shared
 from planner.objectives import Scorer
+from planner.shared import STALE_AFTER_S
 from planner.space import AXES
 
 _INVALID = 1e30  # objective value told for an invalid combination (also marked infeasible)
@@ -103,37 +105,63 @@ def _sampler(objectives, seed):
 
 
 def open_study(objectives, seed, storage=None, study_name=None):
-    """A new in-memory study, or a persisted one created or resumed by name."""
+    """A new in-memory study, or a persisted one created or resumed by name.
+
+    ``storage`` is an Optuna RDB URL (sqlite:///file.db, postgresql://user:pw@host/db) or
+    ``journal:FILE`` for Optuna's journal file. A storage that cannot be opened is a one-line
+    :class:`~planner.errors.BadInput`.
+    """
     import optuna
+
+    from planner.errors import BadInput
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     directions = ["minimize"] * len(objectives)
-    if storage is not None and storage.startswith("journal:"):
-        from optuna.storages import JournalStorage
-        from optuna.storages.journal import JournalFileBackend
+    try:
+        backend = storage
+        if storage is not None and storage.startswith("journal:"):
+            from optuna.storages import JournalStorage
+            from optuna.storages.journal import JournalFileBackend
 
-        storage = JournalStorage(JournalFileBackend(storage[len("journal:"):]))
-    return optuna.create_study(
-        storage=storage, study_name=study_name, directions=directions,
-        sampler=_sampler(objectives, seed), load_if_exists=study_name is not None,
-    )
+            path = storage[len("journal:"):]
+            if not path:
+                raise ValueError("journal: needs a file name, e.g. journal:studies.journal")
+            backend = JournalStorage(JournalFileBackend(path))
+        return optuna.create_study(
+            storage=backend, study_name=study_name, directions=directions,
+            sampler=_sampler(objectives, seed), load_if_exists=study_name is not None,
+        )
+    except ValueError as exc:
+        if "directions" in str(exc) or "direction" in str(exc):
+            raise BadInput(f"study '{study_name}' in {storage} was made for other objectives: {exc}") from None
+        raise BadInput(f"cannot open --storage {storage}: {exc}") from None
+    except Exception as exc:  # driver missing, server down, bad URL: one line, no traceback
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        hint = " (pip install 'planner[postgres]' for PostgreSQL)" if isinstance(exc, ImportError) else ""
+        raise BadInput(f"cannot open --storage {storage}: {msg}{hint}") from None
 
 
 def run(
     scorer: Scorer, objectives: tuple[str, ...], study, trials: int, batch: int = 32,
-    timeout: float | None = None, refine: bool = True,
+    timeout: float | None = None, refine: bool = True, stale_after: float = STALE_AFTER_S,
 ) -> tuple[Scored, SearchStats]:
-    """Run (or finish) ``trials`` trials in ``study``; return every distinct plan it scored."""
+    """Bring ``study`` to ``trials`` COMPLETE trials; return every distinct plan it scored.
+
+    Safe with several workers (processes, Slurm tasks) on one study: see :mod:`planner.shared`.
+    """
     space = scorer.space
     stats = SearchStats(type(study.sampler).__name__, getattr(study.sampler, "_seed", None) or 0)
     start = time.perf_counter()
     cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-    names = scorer.limits.names()
-    done = len(study.trials)
-    while done < trials:
+    while True:
         if timeout is not None and time.perf_counter() - start > timeout:
             break
-        asked = [study.ask() for _ in range(min(batch, trials - done))]
+        asked = shared.claim(study, trials, batch, stale_after)
+        if asked is None:
+            break  # the study has its trials
+        if not asked:
+            time.sleep(0.2)  # other workers hold the remaining trials; wait for them
+            continue
         keys = []
         for t in asked:
             keys.append(tuple(
@@ -148,15 +176,16 @@ def run(
                 cache[k] = (s.objectives[:, j], s.constraints[:, j])
         for t, k in zip(asked, keys, strict=True):
             obj, con = cache[k]
-            for name, v in zip(names, con, strict=True):
-                t.set_constraint(name, float(v) if np.isfinite(v) else 1e30)
+            # One constraint, the worst relative violation: the sampler needs only that, and each
+            # constraint is a storage write (the per-constraint values are re-scored when needed).
+            worst = float(np.max(con))
+            t.set_constraint("violation", worst if np.isfinite(worst) else 1e30)
             study.tell(t, [float(v) for v in obj] if len(obj) > 1 else float(obj[0]))
-        done += len(asked)
         stats.trials += len(asked)
     # Every completed trial of the study (also those of earlier runs or other workers).
     keys = set(cache)
-    for t in study.trials:
-        if t.state.name == "COMPLETE" and all(a in t.params for a in AXES):
+    for t in study.get_trials(deepcopy=False, states=shared.COMPLETE):
+        if all(a in t.params for a in AXES):
             try:
                 keys.add(tuple(space.choices(a).index(t.params[a]) for a in AXES))
             except ValueError:

@@ -16,7 +16,7 @@ import pytest
 from planner.cli import main
 from planner.optimize import OptimizeRequest, build
 from planner.pareto import run_pareto
-from planner.report import classify, render_html, report_data
+from planner.report import classify, report_data
 from planner.search import exhaustive
 
 

@@ -1,0 +1,96 @@
+"""Several workers on one Optuna study, with an exact trial count and crash recovery.
+
+A study is *done* when it has exactly ``n`` COMPLETE trials. Workers (processes, Slurm array
+tasks) claim trials in batches with :func:`claim`:
+
+* Stale trials are failed first: RUNNING trials whose owner process is dead (same host: its
+  pid no longer runs with the recorded start time) or that have run longer than
+  ``stale_after`` seconds (scoring a batch takes milliseconds, so only a killed worker leaves
+  a trial RUNNING that long). A killed worker thus loses only its trials in flight.
+* Trial numbers are assigned by the storage, in order. Of all COMPLETE and RUNNING trials,
+  the ``n`` lowest-numbered are the study's; a worker that finds one of its fresh trials beyond
+  them fails it at once (it is never scored), so concurrent workers never overshoot ``n`` and a
+  failed trial is never counted.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import socket
+
+from optuna.trial import TrialState
+
+COMPLETE = (TrialState.COMPLETE,)
+LIVE = (TrialState.COMPLETE, TrialState.RUNNING)
+STALE_AFTER_S = 120.0
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), '' where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+OWNER = f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
+
+
+def owner_alive(owner: str) -> bool | None:
+    """True/False for a process of this host; None when it cannot be told (another host)."""
+    try:
+        host, pid, start = owner.rsplit(":", 2)
+    except ValueError:
+        return None
+    if host != socket.gethostname():
+        return None
+    return bool(start) and _start_time(int(pid)) == start
+
+
+def reap(study, stale_after: float = STALE_AFTER_S) -> int:
+    """Fail the study's stale RUNNING trials (see the module docstring); return how many."""
+    now = _dt.datetime.now()
+    failed = 0
+    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        owner = t.user_attrs.get("owner")
+        if owner == OWNER:
+            continue
+        age = (now - t.datetime_start).total_seconds() if t.datetime_start else 0.0
+        if (owner is not None and owner_alive(owner) is False) or age > stale_after:
+            try:
+                study.tell(t.number, state=TrialState.FAIL)
+                failed += 1
+            except Exception:  # another worker reaped it first
+                pass
+    return failed
+
+
+def claim(study, n: int, batch: int, stale_after: float = STALE_AFTER_S):
+    """Up to ``batch`` new trials for this worker; [] when others hold the rest; None when done."""
+    reap(study, stale_after)
+    live = study.get_trials(deepcopy=False, states=LIVE)
+    complete = sum(t.state == TrialState.COMPLETE for t in live)
+    if complete >= n:
+        return None
+    k = min(batch, n - len(live))
+    if k <= 0:
+        return []
+    asked = [study.ask() for _ in range(k)]
+    for t in asked:
+        t.set_user_attr("owner", OWNER)
+    numbers = sorted(t.number for t in study.get_trials(deepcopy=False, states=LIVE))
+    keep = set(numbers[:n])
+    kept = []
+    for t in asked:
+        if t.number in keep:
+            kept.append(t)
+        else:
+            t.set_user_attr("surplus", True)
+            study.tell(t, state=TrialState.FAIL)
+    return kept
+
+
+def complete_count(study) -> int:
+    return len(study.get_trials(deepcopy=False, states=COMPLETE))

@@ -1,0 +1,168 @@
+"""`planner sweep collect`: summary.csv and a report comparing the cells of a sweep.
+
+The report data is built by :func:`collect_data` (pure: it reads only the studies' stored
+results); :func:`render_markdown` and :func:`render_html` lay it out.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from planner import charts
+from planner.render import duration
+
+PLAN_COLUMNS = ["gpu", "gpus", "gpus_per_node", "nodes", "batch_per_worker", "global_batch", "parallel",
+                "split", "scheme", "precision", "time_to_train_s", "cost_usd", "iteration_ms", "forward_ms",
+                "backward_ms", "update_ms", "comm_ms", "throughput_samples_s", "memory_gb"]
+
+
+def _label(v) -> str:
+    return "+".join(str(x) for x in v) if isinstance(v, list) else str(v)
+
+
+def collect_data(name: str, statuses: list) -> dict:
+    """Rows per cell (grid values, state, best plan) plus pivots and fronts for the report."""
+    rows, fronts, missing = [], {}, []
+    for st in statuses:
+        cell = st.cell
+        base = {"study": cell.study, **{k: _label(v) for k, v in cell.values.items()},
+                "net": cell.request.net, "budget": "+".join(cell.request.budget) or "none",
+                "objective": cell.request.objective, "state": st.state, "trials": st.complete}
+        if st.state != "done":
+            missing.append(cell.study)
+            rows.append(base)
+            continue
+        result = st.result
+        if "infeasible" in result:
+            rows.append({**base, "note": result["infeasible"]})
+            continue
+        best = result["best"]
+        rows.append({**base, **{k: best.get(k) for k in PLAN_COLUMNS},
+                     "front_size": len(result.get("pareto") or []) or None,
+                     "gap": result["search"].get("gap")})
+        if result.get("pareto"):
+            fronts.setdefault(cell.request.net, []).append(
+                {"study": cell.study, "budget": base["budget"], "front": result["pareto"]})
+    pivots = {}
+    for objective, metric in (("time", "time_to_train_s"), ("cost", "cost_usd")):
+        table: dict[str, dict[str, dict]] = {}
+        for r in rows:
+            if r["objective"] == objective and r.get(metric) is not None:
+                table.setdefault(r["net"], {})[r["budget"]] = r
+        if table:
+            pivots[objective] = table
+    return {"name": name, "rows": rows, "pivots": pivots, "fronts": fronts, "missing": missing}
+
+
+def _pivot_md(title: str, table: dict, metric: str) -> list[str]:
+    budgets = sorted({b for per in table.values() for b in per})
+    lines = [f"### {title}", "", "| net | " + " | ".join(budgets) + " |", "|---|" + "---|" * len(budgets)]
+    for net, per in table.items():
+        cells = []
+        for b in budgets:
+            r = per.get(b)
+            if r is None:
+                cells.append("")
+            else:
+                val = duration(r[metric]) if metric == "time_to_train_s" else f"${r[metric]:,.2f}"
+                cells.append(f"{val} ({r['gpus']} x {r['gpu']})")
+        lines.append(f"| {net} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
+def render_markdown(data: dict) -> str:
+    lines = [f"# Sweep {data['name']}", ""]
+    done = sum(r["state"] == "done" for r in data["rows"])
+    lines.append(f"{done} of {len(data['rows'])} studies done.")
+    if data["missing"]:
+        lines.append(f"Not done yet: {', '.join(data['missing'])}.")
+    lines.append("")
+    if "time" in data["pivots"]:
+        lines += _pivot_md("Fastest plan per net and budget", data["pivots"]["time"], "time_to_train_s")
+    if "cost" in data["pivots"]:
+        lines += _pivot_md("Cheapest plan per net and budget", data["pivots"]["cost"], "cost_usd")
+    for net, studies in data["fronts"].items():
+        lines += [f"### Pareto front of {net}", ""]
+        for s in studies:
+            lines.append(f"Budget {s['budget']}:")
+            lines.append("")
+            lines.append("| GPUs | GPU | batch/GPU | scheme | time to train | cost |")
+            lines.append("|---|---|---|---|---|---|")
+            for p in s["front"]:
+                lines.append(f"| {p['gpus']} | {p['gpu']} | {p['batch_per_worker']} | {p['scheme']} | "
+                             f"{duration(p['time_to_train_s'])} | ${p['cost_usd']:,.2f} |")
+            lines.append("")
+    lines += ["## All studies", "", "| study | state | trials | best plan | time to train | cost |",
+              "|---|---|---|---|---|---|"]
+    for r in data["rows"]:
+        plan = f"{r['gpus']} x {r['gpu']}, {r['batch_per_worker']}/GPU, {r['scheme']}" if r.get("gpu") else r.get("note", "")
+        t = duration(r["time_to_train_s"]) if r.get("time_to_train_s") is not None else ""
+        c = f"${r['cost_usd']:,.2f}" if r.get("cost_usd") is not None else ""
+        lines.append(f"| {r['study']} | {r['state']} | {r['trials']} | {plan} | {t} | {c} |")
+    return "\n".join(lines) + "\n"
+
+
+def _front_svg(net: str, studies: list[dict]) -> str:
+    """All fronts of one net on one time-vs-cost chart (coloured by budget)."""
+    from planner.report import report_data
+
+    front = []
+    budgets = []
+    for s in studies:
+        for p in s["front"]:
+            front.append({**p, "gpu": s["budget"]})
+            budgets.append(s["budget"])
+    front.sort(key=lambda p: p["time_to_train_s"])
+    import numpy as np
+
+    data = report_data(
+        net=net, objectives=["time", "cost"], front=front,
+        time_s=np.array([p["time_to_train_s"] for p in front]), cost_usd=np.array([p["cost_usd"] for p in front]),
+        feasible=np.ones(len(front), dtype=bool), scaling={}, inputs={}, search={}, versions={}, constraints={},
+    )
+    data["gpu_colors"] = charts.colors(sorted(set(budgets)))
+    return charts.front_chart(data).replace(">GPU<", ">budget<")
+
+
+def render_html(data: dict) -> str:
+    """Self-contained HTML: the Markdown's tables as HTML, and one front chart per net."""
+    from planner.report import CSS
+
+    body = [f"<h1>Sweep {escape(data['name'])}</h1>"]
+    done = sum(r["state"] == "done" for r in data["rows"])
+    body.append(f"<p>{done} of {len(data['rows'])} studies done.</p>")
+    if data["missing"]:
+        body.append(f"<p class='muted'>Not done yet: {escape(', '.join(data['missing']))}.</p>")
+
+    def pivot(title, table, metric):
+        budgets = sorted({b for per in table.values() for b in per})
+        head = "".join(f"<th>{escape(b)}</th>" for b in budgets)
+        rows = []
+        for net, per in table.items():
+            cells = []
+            for b in budgets:
+                r = per.get(b)
+                if r is None:
+                    cells.append("<td></td>")
+                    continue
+                val = duration(r[metric]) if metric == "time_to_train_s" else f"${r[metric]:,.2f}"
+                cells.append(f"<td>{escape(val)}<br><span class='muted'>{r['gpus']} x {escape(r['gpu'])}</span></td>")
+            rows.append(f"<tr><td>{escape(net)}</td>{''.join(cells)}</tr>")
+        return f"<h2>{escape(title)}</h2><table class='pivot'><tr><th>net</th>{head}</tr>{''.join(rows)}</table>"
+
+    if "time" in data["pivots"]:
+        body.append(pivot("Fastest plan per net and budget", data["pivots"]["time"], "time_to_train_s"))
+    if "cost" in data["pivots"]:
+        body.append(pivot("Cheapest plan per net and budget", data["pivots"]["cost"], "cost_usd"))
+    for net, studies in data["fronts"].items():
+        body.append(f"<h2>Pareto front of {escape(net)}</h2>{_front_svg(net, studies)}")
+    head = "".join(f"<th>{h}</th>" for h in ("study", "state", "trials", "best plan", "time to train", "cost"))
+    rows = []
+    for r in data["rows"]:
+        plan = f"{r['gpus']} x {r['gpu']}, {r['batch_per_worker']}/GPU, {r['scheme']}" if r.get("gpu") else r.get("note", "")
+        t = duration(r["time_to_train_s"]) if r.get("time_to_train_s") is not None else ""
+        c = f"${r['cost_usd']:,.2f}" if r.get("cost_usd") is not None else ""
+        rows.append("<tr>" + "".join(f"<td>{escape(str(x))}</td>" for x in (r["study"], r["state"], r["trials"], plan, t, c)) + "</tr>")
+    body.append(f"<h2>All studies</h2><table><tr>{head}</tr>{''.join(rows)}</table>")
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Sweep {escape(data['name'])}</title>"
+            f"<style>{CSS} .pivot td{{text-align:left}}</style></head><body>{''.join(body)}</body></html>\n")

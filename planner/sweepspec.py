@@ -1,0 +1,188 @@
+"""Sweep specs: a YAML grid of optimizer requests, one Optuna study per cell.
+
+```yaml
+name: portfolio              # required: letters, digits, - _ .
+trials: 200                  # trials per study (default 200)
+seed: 0                      # sampler seed of every study (default 0)
+storage: null                # default: an Optuna journal file in the sweep folder
+results: results/sweeps      # the sweep folder is <results>/<name>/
+grid:                        # required: every combination of these values is one study
+  net: [alexnet, resnet50]
+  budget: [16gpus, [64gpus, "$2000"]]    # a list inside the list: both budgets at once
+  objective: [time, cost, "time,cost"]
+options:                     # fixed `planner optimize` options of every study
+  gpu: A100,H100
+  network: ib_hdr
+```
+
+An invalid spec is rejected before anything runs, with the key and the accepted values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from planner.errors import PlannerError
+from planner.optimize import OptimizeRequest
+
+TOP_KEYS = ("name", "description", "trials", "seed", "storage", "results", "grid", "options")
+# optimizer options a sweep may set, with their accepted types
+OPTION_TYPES: dict[str, tuple[type, ...]] = {
+    "net": (str,), "budget": (str, int, list), "deadline": (str,), "objective": (str,), "gpu": (str,),
+    "network": (str,), "epochs": (int, float), "dataset_size": (int,), "global_batch": (int,),
+    "max_global_batch": (int,), "min_global_batch": (int,), "optimizer": (str,), "precision": (str,),
+    "pipeline": (bool,), "hybrid": (bool,), "ppp_comp": (int, float), "ppp_comm": (int, float),
+    "rules": (str,), "conv_algorithm": (str,), "exhaustive": (str,),
+}
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class SweepSpecError(PlannerError):
+    """A sweep spec is malformed; the message names the key and the accepted values."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One study of the sweep: its index, its grid values and its optimizer request."""
+
+    index: int
+    values: dict
+    request: OptimizeRequest
+    study: str  # stable Optuna study name
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    path: Path
+    trials: int
+    seed: int
+    storage_url: str | None
+    results: Path
+    grid: dict
+    options: dict
+    raw: dict
+
+    @property
+    def folder(self) -> Path:
+        return self.results / self.name
+
+    @property
+    def storage(self) -> str:
+        """The Optuna storage of every study: the spec's, or a journal file in the folder."""
+        return self.storage_url or f"journal:{self.folder / 'studies.journal'}"
+
+    def cells(self) -> list[Cell]:
+        keys = list(self.grid)
+        out = []
+        for i, combo in enumerate(itertools.product(*(self.grid[k] for k in keys))):
+            values = dict(zip(keys, combo, strict=True))
+            opts = {**self.options, **values}
+            out.append(Cell(i, values, _request(opts, self), study_name(self.name, values, opts, self)))
+        return out
+
+
+def _fail(path, message: str) -> SweepSpecError:
+    return SweepSpecError(f"sweep spec {path}: {message}")
+
+
+def _budgets(value) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else [value]
+    return tuple(str(v) for v in items)
+
+
+def _request(opts: dict, spec: SweepSpec) -> OptimizeRequest:
+    kwargs = {k: v for k, v in opts.items() if k != "budget"}
+    if "budget" in opts:
+        kwargs["budget"] = _budgets(opts["budget"])
+    return OptimizeRequest(
+        **kwargs, trials=spec.trials, seed=spec.seed, storage=spec.storage, study_name=None,
+    )
+
+
+def study_name(sweep: str, values: dict, opts: dict, spec: SweepSpec) -> str:
+    """Readable and stable: the grid values, plus a hash of everything that shapes the study."""
+    label = "-".join(
+        "+".join(_budgets(v)) if isinstance(v, list) else str(v) for v in values.values()
+    )
+    label = re.sub(r"[^A-Za-z0-9_.+$-]+", "_", label).replace("$", "usd")
+    digest = hashlib.sha1(
+        json.dumps({"opts": opts, "trials": spec.trials, "seed": spec.seed}, sort_keys=True).encode()
+    ).hexdigest()[:8]
+    return f"{sweep}.{label}.{digest}"
+
+
+def load(path: str | Path, results: str | Path | None = None) -> SweepSpec:
+    """Read and validate a spec; every cell's request is checked (names, budgets, ...) too."""
+    import yaml
+
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise _fail(path, f"cannot read it: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise _fail(path, f"malformed YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(raw, dict):
+        raise _fail(path, f"must be a mapping with the keys {', '.join(TOP_KEYS)}")
+    unknown = [k for k in raw if k not in TOP_KEYS]
+    if unknown:
+        raise _fail(path, f"unknown key '{unknown[0]}' (accepted: {', '.join(TOP_KEYS)})")
+    name = raw.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise _fail(path, "'name' must be a word of letters, digits, '-', '_' or '.'")
+    trials = raw.get("trials", 200)
+    seed = raw.get("seed", 0)
+    for key, v, lo in (("trials", trials, 1), ("seed", seed, 0)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise _fail(path, f"'{key}' must be an integer >= {lo}, got {v!r}")
+    storage = raw.get("storage")
+    if storage is not None and not (isinstance(storage, str) and re.match(r"^(journal:|sqlite:|postgresql)", storage)):
+        raise _fail(path, f"'storage' must be journal:FILE, sqlite:///FILE or postgresql://..., got {storage!r}")
+    grid = raw.get("grid")
+    if not isinstance(grid, dict) or not grid:
+        raise _fail(path, "'grid' must map option names to lists of values, e.g. net: [alexnet, vgg16]")
+    options = raw.get("options") or {}
+    if not isinstance(options, dict):
+        raise _fail(path, "'options' must map option names to values")
+    for where, table in (("grid", grid), ("options", options)):
+        for key, value in table.items():
+            if key not in OPTION_TYPES:
+                raise _fail(path, f"unknown option '{key}' in {where} (accepted: {', '.join(OPTION_TYPES)})")
+            if where == "grid":
+                if not isinstance(value, list) or not value:
+                    raise _fail(path, f"grid.{key} must be a non-empty list of values")
+                values = value
+            else:
+                values = [value]
+            for v in values:
+                if not isinstance(v, OPTION_TYPES[key]) or (isinstance(v, bool) and bool not in OPTION_TYPES[key]):
+                    accepted = " or ".join(t.__name__ for t in OPTION_TYPES[key])
+                    raise _fail(path, f"{where}.{key} value {v!r} is not {accepted}")
+    both = set(grid) & set(options)
+    if both:
+        raise _fail(path, f"'{sorted(both)[0]}' is in both grid and options; keep it in one")
+    if "net" not in grid and "net" not in options:
+        raise _fail(path, "no 'net': put net in grid (a list) or in options")
+    results_dir = Path(results) if results is not None else Path(raw.get("results") or "results/sweeps")
+    spec = SweepSpec(name, path, trials, seed, storage, results_dir, grid, options, raw)
+    cells = spec.cells()
+    names = [c.study for c in cells]
+    if len(set(names)) != len(names):
+        raise _fail(path, "two grid cells are identical (repeated values in a grid list)")
+    from planner.optimize import build
+
+    for cell in cells:  # catch bad names, budgets, options before anything runs
+        try:
+            build(cell.request)
+        except PlannerError as exc:
+            raise _fail(path, f"cell {cell.values}: {exc}") from None
+    return spec
+
