@@ -51,8 +51,12 @@ def _svg(width: int, height: int, body: list[str], label: str) -> str:
     )
 
 
-def front_chart(data: dict) -> str:
-    """Time vs cost, log-log: every evaluated plan as faint cells, the front on top."""
+def front_chart(data: dict, labels: bool = True) -> str:
+    """Time vs cost, log-log: every evaluated plan as faint cells, the front on top.
+
+    Points are coloured by ``p['gpu']`` (the keys of ``data['gpu_colors']``), and one dashed
+    line joins the points of each colour when ``data.get('series')`` is set, else all of them.
+    """
     w, h, ml, mr, mt, mb = 760, 460, 70, 170, 20, 50
     pw, ph = w - ml - mr, h - mt - mb
     ax = data["axes"]
@@ -75,6 +79,8 @@ def front_chart(data: dict) -> str:
     nx, ny = cloud["nx"], cloud["ny"]
     cw, ch = pw / nx, ph / ny
     for layer, fill, op in (("infeasible", "#f4a6a6", 0.35), ("feasible", "#9aa5b1", 0.45)):
+        if not cloud[layer]:
+            continue
         cells = "".join(
             f"<rect x='{ml + i * cw:.1f}' y='{mt + ph - (j + 1) * ch:.1f}' width='{cw:.1f}' height='{ch:.1f}'/>"
             for i, j in cloud[layer]
@@ -83,26 +89,34 @@ def front_chart(data: dict) -> str:
                     f"{layer} plans evaluated</title>{cells}</g>")
     front = data["front"]
     pts = [(X(p["time_to_train_s"] / 3600), Y(p["cost_usd"])) for p in front]
-    if len(pts) > 1:
-        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
-        body.append(f"<polyline points='{path}' fill='none' stroke='#333' stroke-width='1.2' stroke-dasharray='4 3'/>")
     gpu_color = data["gpu_colors"]
+    groups = list(gpu_color) if data.get("series") else [None]
+    for g in groups:
+        line = [xy for p, xy in zip(front, pts, strict=True) if g is None or p["gpu"] == g]
+        if len(line) > 1:
+            path = " ".join(f"{x:.1f},{y:.1f}" for x, y in line)
+            stroke = "#333" if g is None else gpu_color[g]
+            body.append(f"<polyline points='{path}' fill='none' stroke='{stroke}' stroke-width='1.2' "
+                        "stroke-dasharray='4 3'/>")
     marks = []
     for n, (p, (x, y)) in enumerate(zip(front, pts, strict=True)):
         dy = -9 if n % 2 == 0 else 17  # alternate above and below: neighbours rarely collide
         tip = escape(f"{p['label']}: {p['description']} - {p['time_text']}, ${p['cost_usd']:,.2f}")
         marks.append(
             f"<g class='front-point'><title>{tip}</title><circle cx='{x:.1f}' cy='{y:.1f}' r='6' "
-            f"fill='{gpu_color[p['gpu']]}' stroke='#222'/><text x='{x + 5:.1f}' y='{y + dy:.1f}' "
-            f"font-weight='bold'>{escape(p['label'])}</text></g>"
+            f"fill='{gpu_color[p['gpu']]}' stroke='#222'/>"
+            + (f"<text x='{x + 5:.1f}' y='{y + dy:.1f}' font-weight='bold'>{escape(p['label'])}</text>" if labels else "")
+            + "</g>"
         )
     body.append("<g class='front'>" + "".join(marks) + "</g>")
     ly = mt + 10
-    body.append(f"<text x='{ml + pw + 15}' y='{ly}' font-weight='bold'>GPU</text>")
+    body.append(f"<text x='{ml + pw + 15}' y='{ly}' font-weight='bold'>{escape(data.get('legend', 'GPU'))}</text>")
     for name, color in gpu_color.items():
         ly += 18
         body.append(f"<circle cx='{ml + pw + 20}' cy='{ly - 4}' r='5' fill='{color}' stroke='#222'/>"
                     f"<text x='{ml + pw + 30}' y='{ly}'>{escape(name)}</text>")
+    if not cloud["counts"].get("feasible") and not cloud["counts"].get("infeasible"):
+        return _svg(w, h, body, "Pareto front: time to train vs cost")
     ly += 26
     body.append(f"<rect x='{ml + pw + 15}' y='{ly - 9}' width='10' height='10' fill='#9aa5b1'/>"
                 f"<text x='{ml + pw + 30}' y='{ly}'>feasible plans</text>")

@@ -103,25 +103,22 @@ def render_markdown(data: dict) -> str:
 
 
 def _front_svg(net: str, studies: list[dict]) -> str:
-    """All fronts of one net on one time-vs-cost chart (coloured by budget)."""
-    from planner.report import report_data
-
-    front = []
-    budgets = []
-    for s in studies:
-        for p in s["front"]:
-            front.append({**p, "gpu": s["budget"]})
-            budgets.append(s["budget"])
-    front.sort(key=lambda p: p["time_to_train_s"])
+    """The fronts of one net's studies on one time-vs-cost chart, a colour per budget."""
     import numpy as np
 
+    from planner.report import report_data
+
+    front = sorted(({**p, "gpu": s["budget"]} for s in studies for p in s["front"]),
+                   key=lambda p: p["time_to_train_s"])
     data = report_data(
         net=net, objectives=["time", "cost"], front=front,
         time_s=np.array([p["time_to_train_s"] for p in front]), cost_usd=np.array([p["cost_usd"] for p in front]),
-        feasible=np.ones(len(front), dtype=bool), scaling={}, inputs={}, search={}, versions={}, constraints={},
+        feasible=np.zeros(len(front), dtype=bool), scaling={}, inputs={}, search={}, versions={}, constraints={},
     )
-    data["gpu_colors"] = charts.colors(sorted(set(budgets)))
-    return charts.front_chart(data).replace(">GPU<", ">budget<")
+    data["cloud"] = {**data["cloud"], "feasible": [], "infeasible": [],
+                     "counts": {"feasible": 0, "infeasible": 0, "outside_axes": 0}}
+    data.update(gpu_colors=charts.colors(sorted({s["budget"] for s in studies})), series=True, legend="budget")
+    return charts.front_chart(data, labels=False)
 
 
 def render_html(data: dict) -> str:
@@ -165,4 +162,4 @@ def render_html(data: dict) -> str:
         rows.append("<tr>" + "".join(f"<td>{escape(str(x))}</td>" for x in (r["study"], r["state"], r["trials"], plan, t, c)) + "</tr>")
     body.append(f"<h2>All studies</h2><table><tr>{head}</tr>{''.join(rows)}</table>")
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Sweep {escape(data['name'])}</title>"
-            f"<style>{CSS} .pivot td{{text-align:left}}</style></head><body>{''.join(body)}</body></html>\n")
+            f"<style>{CSS} .pivot td,.pivot th{{text-align:left}}</style></head><body>{''.join(body)}</body></html>\n")
