@@ -79,6 +79,21 @@ def _split_index(costs, req: EstimateRequest) -> int:
     return names.index(req.split)
 
 
+def record(req: EstimateRequest, device: str, network: str, r, i: int, *, workers: int,
+           batch_per_worker: int, scheme: str, speedup: float) -> dict:
+    """One output record: plan ``i`` of the evaluator's Breakdown ``r``, times in ms."""
+    return {
+        "net": req.net, "device": device, "network": network, "rules": req.rules,
+        "parallel": req.parallel, "precision": req.precision, "scaling": req.scaling,
+        "workers": workers, "gpus_per_node": int(min(req.gpus_per_node, workers)),
+        "batch_per_worker": batch_per_worker, "effective_batch": int(r.samples[i]), "scheme": scheme,
+        "forward_ms": float(r.forward[i] * 1e3), "backward_ms": float(r.backward[i] * 1e3),
+        "update_ms": float(r.update[i] * 1e3), "compute_ms": float(r.compute[i] * 1e3),
+        "comm_ms": float(r.comm[i] * 1e3), "total_ms": float(r.total[i] * 1e3), "speedup": speedup,
+        "throughput_samples_s": float(r.throughput[i]),
+    }
+
+
 def estimate(req: EstimateRequest) -> list[dict]:
     """One record per (workers, scheme), in that order; times in ms (see module docstring)."""
     _validate(req)
@@ -120,32 +135,11 @@ def estimate(req: EstimateRequest) -> list[dict]:
     t1 = np.tile(one, len(workers))
     total = r.total[:m]
     speedup = t1 / total if req.scaling == "strong" else k * t1 / total
-    records = []
-    for i in range(m):
-        records.append(
-            {
-                "net": req.net,
-                "device": info.key,
-                "network": net_info.key,
-                "rules": req.rules,
-                "parallel": req.parallel,
-                "precision": req.precision,
-                "scaling": req.scaling,
-                "workers": int(k[i]),
-                "gpus_per_node": int(min(req.gpus_per_node, k[i])),
-                "batch_per_worker": int(per_worker[i]),
-                "effective_batch": int(r.samples[i]),
-                "scheme": comm.SCHEME_NAMES[sch[i]],
-                "forward_ms": float(r.forward[i] * 1e3),
-                "backward_ms": float(r.backward[i] * 1e3),
-                "update_ms": float(r.update[i] * 1e3),
-                "compute_ms": float(r.compute[i] * 1e3),
-                "comm_ms": float(r.comm[i] * 1e3),
-                "total_ms": float(total[i] * 1e3),
-                "speedup": float(speedup[i]),
-                "throughput_samples_s": float(r.throughput[i]),
-            }
-        )
+    records = [
+        record(req, info.key, net_info.key, r, i, workers=int(k[i]), batch_per_worker=int(per_worker[i]),
+               scheme=comm.SCHEME_NAMES[sch[i]], speedup=float(speedup[i]))
+        for i in range(m)
+    ]
     if any(math.isnan(rec["total_ms"]) for rec in records):
         raise UnsupportedError("the estimate is undefined for this configuration")
     return records

@@ -17,6 +17,7 @@ from costs.model import evaluate, plans
 from costs.modelparallel import evaluate_explicit, n_devices
 from planner import catalog
 from planner.errors import BadInput, UnsupportedError
+from planner.estimate import record
 
 
 def estimate_model_parallel(req, costs, info, net_info) -> list[dict]:
@@ -40,29 +41,8 @@ def estimate_model_parallel(req, costs, info, net_info) -> list[dict]:
     )
     r = evaluate_explicit(costs, plans(costs.n_layers, workers=splits, **common), devices, links)
     single = evaluate(costs, plans(costs.n_layers, workers=1, **common), devices, links)
-    total = float(r.total[0])
-    record = {
-        "net": req.net,
-        "device": info.key,
-        "network": net_info.key,
-        "rules": req.rules,
-        "parallel": req.parallel,
-        "precision": req.precision,
-        "scaling": req.scaling,
-        "workers": splits,
-        "gpus_per_node": int(min(req.gpus_per_node, splits)),
-        "batch_per_worker": int(batch),
-        "effective_batch": int(batch),
-        "scheme": "none",
-        "forward_ms": float(r.forward[0] * 1e3),
-        "backward_ms": float(r.backward[0] * 1e3),
-        "update_ms": float(r.update[0] * 1e3),
-        "compute_ms": float(r.compute[0] * 1e3),
-        "comm_ms": float(r.comm[0] * 1e3),
-        "total_ms": total * 1e3,
-        "speedup": float(single.total[0]) / total,
-        "throughput_samples_s": batch / total,
-    }
-    if math.isnan(record["total_ms"]) or math.isnan(record["speedup"]):
+    rec = record(req, info.key, net_info.key, r, 0, workers=splits, batch_per_worker=int(batch),
+                 scheme="none", speedup=float(single.total[0] / r.total[0]))
+    if math.isnan(rec["total_ms"]) or math.isnan(rec["speedup"]):
         raise UnsupportedError("the estimate is undefined for this configuration")
-    return [record]
+    return [rec]

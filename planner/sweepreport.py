@@ -54,19 +54,28 @@ def collect_data(name: str, statuses: list) -> dict:
     return {"name": name, "rows": rows, "pivots": pivots, "fronts": fronts, "missing": missing}
 
 
-def _pivot_md(title: str, table: dict, metric: str) -> list[str]:
+def _pivot(table: dict, metric: str) -> tuple[list[str], list[tuple[str, list]]]:
+    """Budgets (columns) and, per net, the (value, plan) text of each cell (None if empty)."""
     budgets = sorted({b for per in table.values() for b in per})
-    lines = [f"### {title}", "", "| net | " + " | ".join(budgets) + " |", "|---|" + "---|" * len(budgets)]
+    rows = []
     for net, per in table.items():
         cells = []
         for b in budgets:
             r = per.get(b)
             if r is None:
-                cells.append("")
-            else:
-                val = duration(r[metric]) if metric == "time_to_train_s" else f"${r[metric]:,.2f}"
-                cells.append(f"{val} ({r['gpus']} x {r['gpu']})")
-        lines.append(f"| {net} | " + " | ".join(cells) + " |")
+                cells.append(None)
+                continue
+            val = duration(r[metric]) if metric == "time_to_train_s" else f"${r[metric]:,.2f}"
+            cells.append((val, f"{r['gpus']} x {r['gpu']}"))
+        rows.append((net, cells))
+    return budgets, rows
+
+
+def _pivot_md(title: str, table: dict, metric: str) -> list[str]:
+    budgets, rows = _pivot(table, metric)
+    lines = [f"### {title}", "", "| net | " + " | ".join(budgets) + " |", "|---|" + "---|" * len(budgets)]
+    for net, cells in rows:
+        lines.append(f"| {net} | " + " | ".join(f"{c[0]} ({c[1]})" if c else "" for c in cells) + " |")
     return lines + [""]
 
 
@@ -132,20 +141,15 @@ def render_html(data: dict) -> str:
         body.append(f"<p class='muted'>Not done yet: {escape(', '.join(data['missing']))}.</p>")
 
     def pivot(title, table, metric):
-        budgets = sorted({b for per in table.values() for b in per})
+        budgets, rows = _pivot(table, metric)
         head = "".join(f"<th>{escape(b)}</th>" for b in budgets)
-        rows = []
-        for net, per in table.items():
-            cells = []
-            for b in budgets:
-                r = per.get(b)
-                if r is None:
-                    cells.append("<td></td>")
-                    continue
-                val = duration(r[metric]) if metric == "time_to_train_s" else f"${r[metric]:,.2f}"
-                cells.append(f"<td>{escape(val)}<br><span class='muted'>{r['gpus']} x {escape(r['gpu'])}</span></td>")
-            rows.append(f"<tr><td>{escape(net)}</td>{''.join(cells)}</tr>")
-        return f"<h2>{escape(title)}</h2><table class='pivot'><tr><th>net</th>{head}</tr>{''.join(rows)}</table>"
+        trs = "".join(
+            f"<tr><td>{escape(net)}</td>" + "".join(
+                f"<td>{escape(c[0])}<br><span class='muted'>{escape(c[1])}</span></td>" if c else "<td></td>"
+                for c in cells) + "</tr>"
+            for net, cells in rows
+        )
+        return f"<h2>{escape(title)}</h2><table class='pivot'><tr><th>net</th>{head}</tr>{trs}</table>"
 
     if "time" in data["pivots"]:
         body.append(pivot("Fastest plan per net and budget", data["pivots"]["time"], "time_to_train_s"))
