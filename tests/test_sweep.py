@@ -258,3 +258,27 @@ def test_slurm_sweep_matches_local_backend(tmp_path, capsys):
     assert len(logs) == 6
     for cell_trials in _trials(spec, slurm_results).values():
         assert sum(t.state == TrialState.COMPLETE for t in cell_trials) == 40
+
+
+@pytest.mark.service
+def test_two_slurm_array_tasks_share_a_study_through_postgresql(tmp_path, capsys):
+    url = os.environ.get("PLANNER_TEST_POSTGRES")
+    if not (_slurm_ready() and url):
+        pytest.skip(f"needs a running Slurm cluster and PostgreSQL server: {SERVICES}")
+    n = 150
+    name = f"arr{uuid.uuid4().hex[:8]}"
+    spec = _spec(tmp_path, SMALL.format(name=name, trials=n).replace("[alexnet, nin]", "[vgg16]"))
+    results = tmp_path / "results"
+    try:
+        assert main(["sweep", "run", str(spec), "--backend", "slurm", "--workers-per-study", "2",
+                     "--storage", url, "--results", str(results)]) == 0
+        assert "2 tasks for 1 studies" in capsys.readouterr().out
+        s = load_with(spec, str(results), url)
+        deadline = time.time() + 300
+        while time.time() < deadline and not all(x.state == "done" for x in status(s)):
+            time.sleep(2)
+        _check_shared(next(iter(_trials(spec, results, url).values())), n)
+        assert len(list((results / name / "logs").glob("*.out"))) == 2
+    finally:
+        for cell in load_with(spec, str(results), url).cells():
+            optuna.delete_study(study_name=cell.study, storage=url)
