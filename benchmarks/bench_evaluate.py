@@ -26,21 +26,58 @@ from costs import comm  # noqa: E402
 from costs.model import evaluate, plans  # noqa: E402
 from planner import catalog  # noqa: E402
 
-DEVICES = ["TITAN_X", "K40", "K80", "P100", "V100_16GB", "V100_32GB", "T4", "A10G", "L4",
-           "A100_40GB", "A100_80GB", "H100_SXM", "H100_PCIE", "H200", "B200"]
-NETWORKS = ["aws", "ethernet", "ethernet20", "infiniband", "eth25", "eth100", "eth200", "eth400",
-            "ib_hdr", "ib_ndr"]
+DEVICES = [
+    "TITAN_X",
+    "K40",
+    "K80",
+    "P100",
+    "V100_16GB",
+    "V100_32GB",
+    "T4",
+    "A10G",
+    "L4",
+    "A100_40GB",
+    "A100_80GB",
+    "H100_SXM",
+    "H100_PCIE",
+    "H200",
+    "B200",
+]
+NETWORKS = [
+    "aws",
+    "ethernet",
+    "ethernet20",
+    "infiniband",
+    "eth25",
+    "eth100",
+    "eth200",
+    "eth400",
+    "ib_hdr",
+    "ib_ndr",
+]
 BATCHES = [8, 16, 32, 64, 128, 256, 512, 1024]
 
 
 def grid(n_layers: int):
     d, n, k, b, s = np.meshgrid(
-        np.arange(len(DEVICES)), np.arange(len(NETWORKS)), np.arange(1, 257),
-        np.array(BATCHES), np.arange(len(comm.SCHEME_NAMES)), indexing="ij",
+        np.arange(len(DEVICES)),
+        np.arange(len(NETWORKS)),
+        np.arange(1, 257),
+        np.array(BATCHES),
+        np.arange(len(comm.SCHEME_NAMES)),
+        indexing="ij",
     )
     return plans(
-        n_layers, device=d.ravel(), network=n.ravel(), workers=k.ravel(), batch=b.ravel(),
-        scheme=s.ravel(), intra_link=n.ravel(), gpus_per_node=1, ppp_comp=0.62, ppp_comm=0.72,
+        n_layers,
+        device=d.ravel(),
+        network=n.ravel(),
+        workers=k.ravel(),
+        batch=b.ravel(),
+        scheme=s.ravel(),
+        intra_link=n.ravel(),
+        gpus_per_node=1,
+        ppp_comp=0.62,
+        ppp_comm=0.72,
     )
 
 

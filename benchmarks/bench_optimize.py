@@ -27,8 +27,11 @@ def bench_command(repeat: int = 3) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeat):
             t0 = time.perf_counter()
-            subprocess.run([*cmd, "optimize", "alexnet", "--budget", "16gpus", "--out", f"{tmp}/{i}"],
-                           check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [*cmd, "optimize", "alexnet", "--budget", "16gpus", "--out", f"{tmp}/{i}"],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             best = min(best, time.perf_counter() - t0)
     print(f"planner optimize alexnet --budget 16gpus: {best:.2f} s (best of {repeat}, process start to exit)")
 
@@ -38,8 +41,10 @@ def bench_enumeration(net: str, budget: int, precision: str = "fp32") -> None:
     t0 = time.perf_counter()
     s = exhaustive(scorer, objectives)
     dt = time.perf_counter() - t0
-    print(f"enumerate {net:13s} budget {budget:4d} {precision:4s}: {len(s):>9,} plans "
-          f"({scorer.space.raw_size:,} combinations) in {dt:.3f} s = {len(s) / dt:,.0f} plans/s")
+    print(
+        f"enumerate {net:13s} budget {budget:4d} {precision:4s}: {len(s):>9,} plans "
+        f"({scorer.space.raw_size:,} combinations) in {dt:.3f} s = {len(s) / dt:,.0f} plans/s"
+    )
 
 
 if __name__ == "__main__":

@@ -21,12 +21,17 @@ def main() -> None:
         for net, budget in (("alexnet", "16gpus"), ("inception_v3", "64gpus")):
             out = Path(tmp) / net
             t0 = time.perf_counter()
-            subprocess.run([*cmd, "pareto", net, "--budget", budget, "--out", str(out)],
-                           check=True, stdout=subprocess.DEVNULL)
+            subprocess.run(
+                [*cmd, "pareto", net, "--budget", budget, "--out", str(out)],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
             dt = time.perf_counter() - t0
             html = out / "report.html"
-            print(f"planner pareto {net} --budget {budget}: {dt:.2f} s; report.html {html.stat().st_size / 1e3:,.0f} kB, "
-                  f"trials.csv {(out / 'trials.csv').stat().st_size / 1e6:,.1f} MB")
+            print(
+                f"planner pareto {net} --budget {budget}: {dt:.2f} s; report.html {html.stat().st_size / 1e3:,.0f} kB, "
+                f"trials.csv {(out / 'trials.csv').stat().st_size / 1e6:,.1f} MB"
+            )
             render(html)
 
 

@@ -31,16 +31,24 @@ def main() -> None:
         spec = Path(tmp) / "bench48.yaml"
         spec.write_text(SPEC)
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "planner", "sweep", "run", str(spec), "--results", tmp],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "planner", "sweep", "run", str(spec), "--results", tmp],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         dt = time.perf_counter() - t0
         t1 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "planner", "sweep", "run", str(spec), "--results", tmp],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "planner", "sweep", "run", str(spec), "--results", tmp],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         rerun = time.perf_counter() - t1
     studies, trials = 48, 48 * 200
-    print(f"48-study sweep (local, journal file): {dt:.1f} s = {studies / dt * 60:.1f} studies/min, "
-          f"{trials / dt:.0f} trials/s")
+    print(
+        f"48-study sweep (local, journal file): {dt:.1f} s = {studies / dt * 60:.1f} studies/min, "
+        f"{trials / dt:.0f} trials/s"
+    )
     print(f"rerun of the finished sweep (skips every study): {rerun:.1f} s")
 
 

@@ -144,8 +144,14 @@ def build(net: Net, rules, algorithm: str = "gemm") -> NetCosts:
         dtype=np.int64,
     )
     return NetCosts(
-        net, rules, algorithm, variants,
+        net,
+        rules,
+        algorithm,
+        variants,
         terms(fa, fb, fg),
         terms(ba, bb, bg),
-        params, act, gather, weighted,
+        params,
+        act,
+        gather,
+        weighted,
     )

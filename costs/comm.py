@@ -72,9 +72,7 @@ def allreduce(scheme_index, nbytes, workers, per_node, intra_bw, intra_lat, net_
     all-gather inside the node. With one GPU per node this is exactly the flat scheme over
     the network, i.e. PALEO's model. ``scheme_index`` indexes :data:`SCHEME_NAMES`.
     """
-    scheme_index, nbytes, workers, per_node = np.broadcast_arrays(
-        scheme_index, nbytes, workers, per_node
-    )
+    scheme_index, nbytes, workers, per_node = np.broadcast_arrays(scheme_index, nbytes, workers, per_node)
     out = np.zeros(scheme_index.shape, dtype=float)
     g = np.minimum(per_node, workers).astype(float)
     nodes = np.ceil(workers / g)

@@ -74,8 +74,21 @@ def conv_geometry(in_shape, filt, strides, padding, tf_same: bool) -> ConvGeom:
 
 
 def gemm(
-    n: int, h: int, w: int, c: int, kh: int, kw: int, k: int, oh: int, ow: int,
-    ph: int, pw: int, rules, *, holes_in: float = 0.0, holes_filter: float = 0.0,
+    n: int,
+    h: int,
+    w: int,
+    c: int,
+    kh: int,
+    kw: int,
+    k: int,
+    oh: int,
+    ow: int,
+    ph: int,
+    pw: int,
+    rules,
+    *,
+    holes_in: float = 0.0,
+    holes_filter: float = 0.0,
 ) -> Work:
     """PALEO's GEMM convolution: one FLOP term and three memory terms (§A.4.2)."""
     flops = 2.0 * kh * kw * c * oh * ow * k * n * (1.0 - holes_filter)
@@ -191,7 +204,18 @@ def conv_backward_data(n: int, g: ConvGeom, gg: GradGeom, rules, algorithm: str)
         dummy = ConvGeom(gg.exp_h, gg.exp_w, g.k, g.kh, g.kw, g.c, 1, 1, g.h, g.w, gg.pad_h, gg.pad_w, False)
         return fft(n, dummy)
     return gemm(
-        n, gg.exp_h, gg.exp_w, g.k, g.kh, g.kw, g.c, g.h, g.w, gg.pad_h, gg.pad_w, rules,
+        n,
+        gg.exp_h,
+        gg.exp_w,
+        g.k,
+        g.kh,
+        g.kw,
+        g.c,
+        g.h,
+        g.w,
+        gg.pad_h,
+        gg.pad_w,
+        rules,
         holes_in=gg.holes,
     )
 
@@ -199,9 +223,22 @@ def conv_backward_data(n: int, g: ConvGeom, gg: GradGeom, rules, algorithm: str)
 def conv_backward_filter(n: int, g: ConvGeom, gg: GradGeom, rules, algorithm: str) -> Work:
     """Filter gradient: batch and channel axes swapped, the output gradient as the filter."""
     if algorithm == "fft":
-        dummy = ConvGeom(g.h, g.w, n, gg.exp_h, gg.exp_w, g.k, 1, 1, g.kh, g.kw, gg.filt_pad_h, gg.filt_pad_w, False)
+        dummy = ConvGeom(
+            g.h, g.w, n, gg.exp_h, gg.exp_w, g.k, 1, 1, g.kh, g.kw, gg.filt_pad_h, gg.filt_pad_w, False
+        )
         return fft(g.c, dummy)
     return gemm(
-        g.c, g.h, g.w, n, gg.exp_h, gg.exp_w, g.k, g.kh, g.kw, gg.filt_pad_h, gg.filt_pad_w, rules,
+        g.c,
+        g.h,
+        g.w,
+        n,
+        gg.exp_h,
+        gg.exp_w,
+        g.k,
+        g.kh,
+        g.kw,
+        gg.filt_pad_h,
+        gg.filt_pad_w,
+        rules,
         holes_filter=gg.holes,
     )

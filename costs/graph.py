@@ -129,9 +129,7 @@ def expand(spec: dict[str, Any], source: str) -> list[Layer]:
             for p in resolve(ref, layer.name):
                 if p not in parents:
                     parents.append(p)
-        resolved.append(
-            Layer(layer.name, layer.type, tuple(parents), layer.spec, layer.device, layer.splits)
-        )
+        resolved.append(Layer(layer.name, layer.type, tuple(parents), layer.spec, layer.device, layer.splits))
     return resolved
 
 
@@ -150,9 +148,7 @@ def _expand_into(
         full = prefix + name
         _check_layer_spec(full, spec, source)
         kind = spec["type"]
-        parents = tuple(
-            _local_ref(p, prefix, local, split) for p in spec["parents"]
-        ) or block_parents
+        parents = tuple(_local_ref(p, prefix, local, split) for p in spec["parents"]) or block_parents
         if kind in ("Block", "ModelParallel"):
             sub = spec.get("layers")
             if not isinstance(sub, dict) or not sub:
@@ -220,9 +216,7 @@ def toposort(layers: list[Layer], source: str) -> list[Layer]:
                 heapq.heappush(ready, (order[child], child))
     if len(result) != len(layers):
         stuck = sorted((n for n, d in indeg.items() if d > 0), key=order.get)
-        raise SpecError(
-            f"the layers form a cycle (involving {', '.join(stuck[:5])})", source=source
-        )
+        raise SpecError(f"the layers form a cycle (involving {', '.join(stuck[:5])})", source=source)
     return result
 
 

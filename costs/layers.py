@@ -46,9 +46,7 @@ def _one_input(layer: Layer, in_shapes) -> Shape:
 def _spatial(layer: Layer, in_shapes) -> Shape:
     shape = _one_input(layer, in_shapes)
     if len(shape) != 3:
-        raise SpecError(
-            f"{layer.type} needs an H x W x C input, got {list(shape)}", layer=layer.name
-        )
+        raise SpecError(f"{layer.type} needs an H x W x C input, got {list(shape)}", layer=layer.name)
     return shape
 
 
@@ -76,7 +74,10 @@ def _conv_geom(s: ShapedLayer, rules) -> conv.ConvGeom:
     filt[3] = _split_channels(s.layer, int(filt[3]))
     try:
         return conv.conv_geometry(
-            s.in_shapes[0], filt, spec.get("strides", [1, 1, 1, 1]), spec.get("padding", "SAME"),
+            s.in_shapes[0],
+            filt,
+            spec.get("strides", [1, 1, 1, 1]),
+            spec.get("padding", "SAME"),
             rules.tf_same_padding,
         )
     except SpecError as exc:
@@ -207,8 +208,11 @@ def _pool_geom(layer, in_shape, rules) -> conv.ConvGeom:
     ksize = layer.spec["ksize"]
     c = in_shape[2]
     return conv.conv_geometry(
-        in_shape, [ksize[1], ksize[2], c, c], layer.spec.get("strides", ksize),
-        layer.spec.get("padding", "VALID"), rules.tf_same_padding,
+        in_shape,
+        [ksize[1], ksize[2], c, c],
+        layer.spec.get("strides", ksize),
+        layer.spec.get("padding", "VALID"),
+        rules.tf_same_padding,
     )
 
 
@@ -247,16 +251,12 @@ def _concat_shape(layer, in_shapes, rules) -> Shape:
     if not 0 <= axis < len(first):
         raise SpecError(f"concat dim {dim} is out of range for {list(first)}", layer=layer.name)
     for shape in in_shapes[1:]:
-        if len(shape) != len(first) or any(
-            a != b for i, (a, b) in enumerate(zip(shape, first)) if i != axis
-        ):
+        if len(shape) != len(first) or any(a != b for i, (a, b) in enumerate(zip(shape, first)) if i != axis):
             raise SpecError(
                 f"cannot concatenate shapes {[list(s) for s in in_shapes]} along dim {dim}",
                 layer=layer.name,
             )
-    return tuple(
-        sum(s[axis] for s in in_shapes) if i == axis else d for i, d in enumerate(first)
-    )
+    return tuple(sum(s[axis] for s in in_shapes) if i == axis else d for i, d in enumerate(first))
 
 
 def _elementwise_shape(layer, in_shapes, rules) -> Shape:

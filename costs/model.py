@@ -57,7 +57,12 @@ class Plans:
 
 
 _DEFAULTS = dict(
-    scheme=1, intra_link=0, gpus_per_node=1, precision=0, ppp_comp=1.0, ppp_comm=1.0,
+    scheme=1,
+    intra_link=0,
+    gpus_per_node=1,
+    precision=0,
+    ppp_comp=1.0,
+    ppp_comm=1.0,
     pipeline=False,
 )
 _DTYPES = dict(ppp_comp=float, ppp_comm=float, pipeline=bool)
@@ -229,8 +234,12 @@ def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTab
         backward[h] += suf_b[s - first, uk] / kh
         model_params = (costs.total_params - costs.params_before[s]) / kh
         update[h] += update_time(
-            model_params, peak[h], membw[h], floor[h],
-            upd_ppp if np.isscalar(upd_ppp) else upd_ppp[h], plans.pipeline[h],
+            model_params,
+            peak[h],
+            membw[h],
+            floor[h],
+            upd_ppp if np.isscalar(upd_ppp) else upd_ppp[h],
+            plans.pipeline[h],
         )
         local_params[h] += model_params
         # Each channel-mixing layer needs the whole input: an all-gather of (K-1)/K of the
@@ -243,13 +252,26 @@ def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTab
         act_comm[h] = np.where(kh > 1, act_comm[h], 0.0)
 
     sync = comm.allreduce(
-        plans.scheme, data_params * elem, plans.workers, plans.gpus_per_node,
-        links.bandwidth[plans.intra_link], links.latency[plans.intra_link],
-        links.bandwidth[plans.network], links.latency[plans.network], plans.ppp_comm,
+        plans.scheme,
+        data_params * elem,
+        plans.workers,
+        plans.gpus_per_node,
+        links.bandwidth[plans.intra_link],
+        links.latency[plans.intra_link],
+        links.bandwidth[plans.network],
+        links.latency[plans.network],
+        plans.ppp_comm,
     )
     samples = plans.batch * k
     activation_bytes = elem * plans.batch * float(costs.act_before[L])
     return Breakdown(
-        forward, backward, update, sync, act_comm, local_params, data_params,
-        activation_bytes, samples,
+        forward,
+        backward,
+        update,
+        sync,
+        act_comm,
+        local_params,
+        data_params,
+        activation_bytes,
+        samples,
     )

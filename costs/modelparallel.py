@@ -80,8 +80,13 @@ def _phase_times(costs: NetCosts, plans: Plans, devices: DeviceTable) -> tuple[n
     combos, inverse = np.unique(key, axis=0, return_inverse=True)
     inverse = inverse.ravel()
     t = layer_times(
-        costs, devices, combos[:, 0], combos[:, 1], ppp_values[combos[:, 2]],
-        combos[:, 3].astype(bool), combos[:, 4],
+        costs,
+        devices,
+        combos[:, 0],
+        combos[:, 1],
+        ppp_values[combos[:, 2]],
+        combos[:, 3].astype(bool),
+        combos[:, 4],
     )
     fwd = t[:, 0, :][:, inverse]
     bwd = (t[:, 1, :] + t[:, 2, :])[:, inverse]
@@ -184,4 +189,3 @@ def evaluate_explicit(
         activation_bytes=n * elem * act_dev.max(),
         samples=n.copy(),
     )
-

@@ -14,9 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Layer types of PALEO's initial release (paleo-model.md §E.1).
-_TYPES_2016 = frozenset(
-    {"Input", "Convolution", "Pooling", "AvgPool", "Dropout", "Concatenate", "Softmax"}
-)
+_TYPES_2016 = frozenset({"Input", "Convolution", "Pooling", "AvgPool", "Dropout", "Concatenate", "Softmax"})
 # Types added by later commits; "Generic" stands for zero-cost pass-throughs such as BatchNorm.
 _TYPES_2018 = _TYPES_2016 | frozenset(
     {
@@ -92,6 +90,4 @@ def get_rules(name: str) -> Rules:
     try:
         return RULES[name]
     except KeyError:
-        raise PlannerError(
-            f"unknown rule set '{name}' (valid: {', '.join(RULES)})"
-        ) from None
+        raise PlannerError(f"unknown rule set '{name}' (valid: {', '.join(RULES)})") from None

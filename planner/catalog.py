@@ -21,15 +21,30 @@ from planner.errors import CatalogError, SpecError
 NET_ALIASES = {"alex_v2": "alexnet", "alex_v2_1gpu": "alexnet_cc2"}
 
 _DEVICE_KEYS = {
-    "name": str, "vendor": str, "generation": str, "paleo": bool, "clock_mhz": (int, float),
-    "memory_gb": (int, float), "mem_bandwidth_gbs": (int, float), "tdp_w": (int, float),
-    "form_factor": str, "intra_node_link": str, "max_gpus_per_node": int, "source": str,
-    "date": str, "peak_tflops": dict,
+    "name": str,
+    "vendor": str,
+    "generation": str,
+    "paleo": bool,
+    "clock_mhz": (int, float),
+    "memory_gb": (int, float),
+    "mem_bandwidth_gbs": (int, float),
+    "tdp_w": (int, float),
+    "form_factor": str,
+    "intra_node_link": str,
+    "max_gpus_per_node": int,
+    "source": str,
+    "date": str,
+    "peak_tflops": dict,
 }
 _DEVICE_OPTIONAL = {"generation", "tdp_w", "form_factor"}
 _NETWORK_KEYS = {
-    "name": str, "kind": str, "paleo": bool, "bandwidth_gbit_s": (int, float),
-    "latency_us": (int, float), "source": str, "date": str,
+    "name": str,
+    "kind": str,
+    "paleo": bool,
+    "bandwidth_gbit_s": (int, float),
+    "latency_us": (int, float),
+    "source": str,
+    "date": str,
 }
 _PRICE_KEYS = {"usd_per_gpu_hour": (int, float), "provider": str, "source": str, "date": str}
 
@@ -63,8 +78,7 @@ def _check(file: str, key: str, entry: dict, schema: dict, optional=frozenset())
     unknown = set(entry) - set(schema)
     if unknown:
         raise CatalogError(
-            f"{file}: [{key}] has unknown key(s) {', '.join(sorted(unknown))} "
-            f"(valid: {', '.join(schema)})"
+            f"{file}: [{key}] has unknown key(s) {', '.join(sorted(unknown))} (valid: {', '.join(schema)})"
         )
     missing = set(schema) - set(entry) - set(optional)
     if missing:
@@ -150,13 +164,26 @@ def devices() -> dict[str, DeviceInfo]:
             )
         peak = {p: float(v) * 1e12 for p, v in e["peak_tflops"].items() if p in PRECISIONS}
         dev = Device(
-            key, peak, e["mem_bandwidth_gbs"] * 1e9, e["clock_mhz"] * 1e6, e["memory_gb"] * 1e9,
-            e["intra_node_link"], e["max_gpus_per_node"],
+            key,
+            peak,
+            e["mem_bandwidth_gbs"] * 1e9,
+            e["clock_mhz"] * 1e6,
+            e["memory_gb"] * 1e9,
+            e["intra_node_link"],
+            e["max_gpus_per_node"],
         )
         p = price.get(key)
         out[key] = DeviceInfo(
-            key, dev, e["name"], e["vendor"], e["paleo"], e["source"], e["date"],
-            p["usd_per_gpu_hour"] if p else None, p["source"] if p else None, e,
+            key,
+            dev,
+            e["name"],
+            e["vendor"],
+            e["paleo"],
+            e["source"],
+            e["date"],
+            p["usd_per_gpu_hour"] if p else None,
+            p["source"] if p else None,
+            e,
         )
     unknown = set(price) - set(out)
     if unknown:

@@ -10,8 +10,22 @@ from __future__ import annotations
 import math
 from html import escape
 
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-           "#17becf", "#bcbd22", "#7f7f7f", "#393b79", "#637939", "#8c6d31", "#843c39")
+PALETTE = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#7f7f7f",
+    "#393b79",
+    "#637939",
+    "#8c6d31",
+    "#843c39",
+)
 PHASE_COLORS = {"forward": "#4c78a8", "backward": "#72b7b2", "update": "#eeca3b", "communication": "#e45756"}
 SCHEME_COLORS = {"onetoall": "#e45756", "tree": "#4c78a8", "butterfly": "#54a24b", "ring": "#b279a2"}
 FONT = "font-family='Helvetica,Arial,sans-serif' font-size='11'"
@@ -73,8 +87,12 @@ def front_chart(data: dict, labels: bool = True) -> str:
         y = Y(v)
         body.append(f"<line x1='{ml}' y1='{y:.1f}' x2='{ml + pw}' y2='{y:.1f}' stroke='#eee'/>")
         body.append(f"<text x='{ml - 6}' y='{y + 4:.1f}' text-anchor='end'>${_num(v)}</text>")
-    body.append(f"<text x='{ml + pw / 2}' y='{h - 10}' text-anchor='middle'>time to train (hours, log scale)</text>")
-    body.append(f"<text transform='translate(14 {mt + ph / 2}) rotate(-90)' text-anchor='middle'>cost (USD, log scale)</text>")
+    body.append(
+        f"<text x='{ml + pw / 2}' y='{h - 10}' text-anchor='middle'>time to train (hours, log scale)</text>"
+    )
+    body.append(
+        f"<text transform='translate(14 {mt + ph / 2}) rotate(-90)' text-anchor='middle'>cost (USD, log scale)</text>"
+    )
     cloud = data["cloud"]
     nx, ny = cloud["nx"], cloud["ny"]
     cw, ch = pw / nx, ph / ny
@@ -85,8 +103,10 @@ def front_chart(data: dict, labels: bool = True) -> str:
             f"<rect x='{ml + i * cw:.1f}' y='{mt + ph - (j + 1) * ch:.1f}' width='{cw:.1f}' height='{ch:.1f}'/>"
             for i, j in cloud[layer]
         )
-        body.append(f"<g class='cloud-{layer}' fill='{fill}' fill-opacity='{op}'><title>{cloud['counts'][layer]:,} "
-                    f"{layer} plans evaluated</title>{cells}</g>")
+        body.append(
+            f"<g class='cloud-{layer}' fill='{fill}' fill-opacity='{op}'><title>{cloud['counts'][layer]:,} "
+            f"{layer} plans evaluated</title>{cells}</g>"
+        )
     front = data["front"]
     pts = [(X(p["time_to_train_s"] / 3600), Y(p["cost_usd"])) for p in front]
     gpu_color = data["gpu_colors"]
@@ -96,8 +116,10 @@ def front_chart(data: dict, labels: bool = True) -> str:
         if len(line) > 1:
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y in line)
             stroke = "#333" if g is None else gpu_color[g]
-            body.append(f"<polyline points='{path}' fill='none' stroke='{stroke}' stroke-width='1.2' "
-                        "stroke-dasharray='4 3'/>")
+            body.append(
+                f"<polyline points='{path}' fill='none' stroke='{stroke}' stroke-width='1.2' "
+                "stroke-dasharray='4 3'/>"
+            )
     marks = []
     for n, (p, (x, y)) in enumerate(zip(front, pts, strict=True)):
         dy = -9 if n % 2 == 0 else 17  # alternate above and below: neighbours rarely collide
@@ -105,24 +127,36 @@ def front_chart(data: dict, labels: bool = True) -> str:
         marks.append(
             f"<g class='front-point'><title>{tip}</title><circle cx='{x:.1f}' cy='{y:.1f}' r='6' "
             f"fill='{gpu_color[p['gpu']]}' stroke='#222'/>"
-            + (f"<text x='{x + 5:.1f}' y='{y + dy:.1f}' font-weight='bold'>{escape(p['label'])}</text>" if labels else "")
+            + (
+                f"<text x='{x + 5:.1f}' y='{y + dy:.1f}' font-weight='bold'>{escape(p['label'])}</text>"
+                if labels
+                else ""
+            )
             + "</g>"
         )
     body.append("<g class='front'>" + "".join(marks) + "</g>")
     ly = mt + 10
-    body.append(f"<text x='{ml + pw + 15}' y='{ly}' font-weight='bold'>{escape(data.get('legend', 'GPU'))}</text>")
+    body.append(
+        f"<text x='{ml + pw + 15}' y='{ly}' font-weight='bold'>{escape(data.get('legend', 'GPU'))}</text>"
+    )
     for name, color in gpu_color.items():
         ly += 18
-        body.append(f"<circle cx='{ml + pw + 20}' cy='{ly - 4}' r='5' fill='{color}' stroke='#222'/>"
-                    f"<text x='{ml + pw + 30}' y='{ly}'>{escape(name)}</text>")
+        body.append(
+            f"<circle cx='{ml + pw + 20}' cy='{ly - 4}' r='5' fill='{color}' stroke='#222'/>"
+            f"<text x='{ml + pw + 30}' y='{ly}'>{escape(name)}</text>"
+        )
     if not cloud["counts"].get("feasible") and not cloud["counts"].get("infeasible"):
         return _svg(w, h, body, "Pareto front: time to train vs cost")
     ly += 26
-    body.append(f"<rect x='{ml + pw + 15}' y='{ly - 9}' width='10' height='10' fill='#9aa5b1'/>"
-                f"<text x='{ml + pw + 30}' y='{ly}'>feasible plans</text>")
+    body.append(
+        f"<rect x='{ml + pw + 15}' y='{ly - 9}' width='10' height='10' fill='#9aa5b1'/>"
+        f"<text x='{ml + pw + 30}' y='{ly}'>feasible plans</text>"
+    )
     ly += 18
-    body.append(f"<rect x='{ml + pw + 15}' y='{ly - 9}' width='10' height='10' fill='#f4a6a6'/>"
-                f"<text x='{ml + pw + 30}' y='{ly}'>infeasible plans</text>")
+    body.append(
+        f"<rect x='{ml + pw + 15}' y='{ly - 9}' width='10' height='10' fill='#f4a6a6'/>"
+        f"<text x='{ml + pw + 30}' y='{ly}'>infeasible plans</text>"
+    )
     return _svg(w, h, body, "Pareto front: time to train vs cost")
 
 
@@ -133,27 +167,41 @@ def breakdown_chart(data: dict) -> str:
     w = 760
     h = mt + len(front) * (bar + gap) + 50
     pw = w - ml - mr
-    parts = [("forward", "forward_ms"), ("backward", "backward_ms"), ("update", "update_ms"),
-             ("communication", "comm_ms")]
+    parts = [
+        ("forward", "forward_ms"),
+        ("backward", "backward_ms"),
+        ("update", "update_ms"),
+        ("communication", "comm_ms"),
+    ]
     top = max(sum(p[k] for _, k in parts) for p in front) or 1.0
     body = []
     for i, name in enumerate(PHASE_COLORS):
-        body.append(f"<rect x='{ml + i * 140}' y='6' width='10' height='10' fill='{PHASE_COLORS[name]}'/>"
-                    f"<text x='{ml + i * 140 + 14}' y='15'>{name}</text>")
+        body.append(
+            f"<rect x='{ml + i * 140}' y='6' width='10' height='10' fill='{PHASE_COLORS[name]}'/>"
+            f"<text x='{ml + i * 140 + 14}' y='15'>{name}</text>"
+        )
     for r, p in enumerate(front):
         y = mt + r * (bar + gap)
-        body.append(f"<text x='{ml - 6}' y='{y + bar / 2 + 4}' text-anchor='end' font-weight='bold'>{escape(p['label'])}</text>")
+        body.append(
+            f"<text x='{ml - 6}' y='{y + bar / 2 + 4}' text-anchor='end' font-weight='bold'>{escape(p['label'])}</text>"
+        )
         x = ml
         for name, key in parts:
             width = p[key] / top * pw
             if width <= 0:
                 continue
             tip = escape(f"{p['label']} {name}: {p[key]:,.2f} ms ({p[key] / p['iteration_ms']:.0%})")
-            body.append(f"<rect class='segment' x='{x:.1f}' y='{y}' width='{width:.1f}' height='{bar}' "
-                        f"fill='{PHASE_COLORS[name]}'><title>{tip}</title></rect>")
+            body.append(
+                f"<rect class='segment' x='{x:.1f}' y='{y}' width='{width:.1f}' height='{bar}' "
+                f"fill='{PHASE_COLORS[name]}'><title>{tip}</title></rect>"
+            )
             x += width
-        body.append(f"<text x='{x + 4:.1f}' y='{y + bar / 2 + 4}' fill='#555'>{p['iteration_ms']:,.1f} ms</text>")
-    body.append(f"<text x='{ml + pw / 2}' y='{h - 12}' text-anchor='middle'>milliseconds per iteration</text>")
+        body.append(
+            f"<text x='{x + 4:.1f}' y='{y + bar / 2 + 4}' fill='#555'>{p['iteration_ms']:,.1f} ms</text>"
+        )
+    body.append(
+        f"<text x='{ml + pw / 2}' y='{h - 12}' text-anchor='middle'>milliseconds per iteration</text>"
+    )
     return _svg(w, h, body, "Iteration time breakdown of the front's plans")
 
 
@@ -168,10 +216,14 @@ def scaling_chart(data: dict) -> str:
     h = rows * (ph + mt + 40) + 30
     body = []
     for i, name in enumerate(SCHEME_COLORS):
-        body.append(f"<rect x='{10 + i * 110}' y='6' width='10' height='10' fill='{SCHEME_COLORS[name]}'/>"
-                    f"<text x='{24 + i * 110}' y='15'>{name}</text>")
-    body.append("<line x1='460' y1='11' x2='490' y2='11' stroke='#999' stroke-dasharray='3 3'/>"
-                "<text x='494' y='15'>linear</text>")
+        body.append(
+            f"<rect x='{10 + i * 110}' y='6' width='10' height='10' fill='{SCHEME_COLORS[name]}'/>"
+            f"<text x='{24 + i * 110}' y='15'>{name}</text>"
+        )
+    body.append(
+        "<line x1='460' y1='11' x2='490' y2='11' stroke='#999' stroke-dasharray='3 3'/>"
+        "<text x='494' y='15'>linear</text>"
+    )
     for n, gpu in enumerate(names):
         c = curves[gpu]
         ox = 10 + (n % cols) * (pw + ml + 20) + ml
@@ -181,9 +233,13 @@ def scaling_chart(data: dict) -> str:
         top = max(smax, 1.0) * 1.05
         X = lambda k, kmax=kmax, ox=ox: ox + (math.log2(k) / max(math.log2(kmax), 1)) * pw  # noqa: E731
         Y = lambda s, top=top, oy=oy: oy + ph - s / top * ph  # noqa: E731
-        body.append(f"<text x='{ox}' y='{oy - 10}' font-weight='bold'>{escape(gpu)} "
-                    f"({c['batch_per_worker']} per GPU, {c['per_node']} per node)</text>")
-        body.append(f"<rect class='panel' x='{ox}' y='{oy}' width='{pw}' height='{ph}' fill='#fafafa' stroke='#ccc'/>")
+        body.append(
+            f"<text x='{ox}' y='{oy - 10}' font-weight='bold'>{escape(gpu)} "
+            f"({c['batch_per_worker']} per GPU, {c['per_node']} per node)</text>"
+        )
+        body.append(
+            f"<rect class='panel' x='{ox}' y='{oy}' width='{pw}' height='{ph}' fill='#fafafa' stroke='#ccc'/>"
+        )
         k = 1
         while k <= kmax:
             body.append(f"<text x='{X(k):.1f}' y='{oy + ph + 14}' text-anchor='middle'>{k}</text>")
@@ -192,13 +248,19 @@ def scaling_chart(data: dict) -> str:
             v = top * frac
             body.append(f"<text x='{ox - 5}' y='{Y(v) + 4:.1f}' text-anchor='end'>{v:.0f}</text>")
         ideal = [(X(1), Y(1)), (X(min(kmax, top)), Y(min(kmax, top)))]
-        body.append(f"<line x1='{ideal[0][0]:.1f}' y1='{ideal[0][1]:.1f}' x2='{ideal[1][0]:.1f}' "
-                    f"y2='{ideal[1][1]:.1f}' stroke='#999' stroke-dasharray='3 3'/>")
+        body.append(
+            f"<line x1='{ideal[0][0]:.1f}' y1='{ideal[0][1]:.1f}' x2='{ideal[1][0]:.1f}' "
+            f"y2='{ideal[1][1]:.1f}' stroke='#999' stroke-dasharray='3 3'/>"
+        )
         for scheme, pts in c["schemes"].items():
             path = " ".join(f"{X(k):.1f},{Y(s):.1f}" for k, s in pts)
             tip = escape(f"{gpu}, {scheme}: " + ", ".join(f"{k} GPUs {s:.1f}x" for k, s in pts))
-            body.append(f"<polyline class='curve' points='{path}' fill='none' stroke='{SCHEME_COLORS[scheme]}' "
-                        f"stroke-width='2'><title>{tip}</title></polyline>")
+            body.append(
+                f"<polyline class='curve' points='{path}' fill='none' stroke='{SCHEME_COLORS[scheme]}' "
+                f"stroke-width='2'><title>{tip}</title></polyline>"
+            )
         body.append(f"<text x='{ox + pw / 2}' y='{oy + ph + 30}' text-anchor='middle'>GPUs</text>")
-        body.append(f"<text transform='translate({ox - 32} {oy + ph / 2}) rotate(-90)' text-anchor='middle'>speedup</text>")
+        body.append(
+            f"<text transform='translate({ox - 32} {oy + ph / 2}) rotate(-90)' text-anchor='middle'>speedup</text>"
+        )
     return _svg(w, h, body, "Speedup against GPU count per AllReduce scheme")

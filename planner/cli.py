@@ -93,33 +93,71 @@ def parse_int_list(value: str, option: str) -> tuple[int, ...]:
 
 
 ESTIMATE_COLUMNS = [
-    ("workers", "workers"), ("scheme", "scheme"), ("batch_per_worker", "batch/wkr"),
-    ("forward_ms", "fwd ms"), ("backward_ms", "bwd ms"), ("update_ms", "update ms"),
-    ("compute_ms", "compute ms"), ("comm_ms", "comm ms"), ("total_ms", "total ms"),
-    ("speedup", "speedup"), ("throughput_samples_s", "samples/s"),
+    ("workers", "workers"),
+    ("scheme", "scheme"),
+    ("batch_per_worker", "batch/wkr"),
+    ("forward_ms", "fwd ms"),
+    ("backward_ms", "bwd ms"),
+    ("update_ms", "update ms"),
+    ("compute_ms", "compute ms"),
+    ("comm_ms", "comm ms"),
+    ("total_ms", "total ms"),
+    ("speedup", "speedup"),
+    ("throughput_samples_s", "samples/s"),
 ]
 
 
 @app.command()
 def estimate(
-    net: Annotated[str | None, typer.Argument(help="Zoo name (see `planner list nets`) or path to a PALEO JSON spec.")] = None,
+    net: Annotated[
+        str | None, typer.Argument(help="Zoo name (see `planner list nets`) or path to a PALEO JSON spec.")
+    ] = None,
     device: Annotated[str, typer.Option(help="Device key (see `planner list devices`).")] = "TITAN_X",
-    network: Annotated[str, typer.Option(help="Link between workers (see `planner list networks`).")] = "ethernet",
-    batch: Annotated[int | None, typer.Option(help="Batch: total for strong scaling, per worker for weak. Default: the spec's.")] = None,
-    workers: Annotated[str, typer.Option(help="Worker counts, e.g. 1,2,4,8 or 1-128.")] = "1,2,4,8,16,32,64,128",
-    scaling: Annotated[Scaling, typer.Option(help="strong: fixed total batch; weak: fixed batch per worker.")] = Scaling.weak,
-    scheme: Annotated[SchemeOpt, typer.Option(help="AllReduce scheme; 'all' is PALEO's three plus ring.")] = SchemeOpt.all,
-    ppp_comp: Annotated[float, typer.Option(help="PALEO's platform percent of peak for compute, in (0, 1].")] = 1.0,
-    ppp_comm: Annotated[float, typer.Option(help="PALEO's platform percent of peak for communication, in (0, 1].")] = 1.0,
-    pipeline: Annotated[bool, typer.Option("--pipeline", help="Overlap each layer's memory traffic with its compute.")] = False,
-    parallel: Annotated[Parallel, typer.Option(help="data, model (ModelParallel blocks, or every layer split), or hybrid.")] = Parallel.data,
-    split: Annotated[str | None, typer.Option(help="Hybrid: first model-parallel layer (default: the first FC layer).")] = None,
-    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node: the device's intra-node link inside, --network between.")] = 1,
+    network: Annotated[
+        str, typer.Option(help="Link between workers (see `planner list networks`).")
+    ] = "ethernet",
+    batch: Annotated[
+        int | None,
+        typer.Option(help="Batch: total for strong scaling, per worker for weak. Default: the spec's."),
+    ] = None,
+    workers: Annotated[
+        str, typer.Option(help="Worker counts, e.g. 1,2,4,8 or 1-128.")
+    ] = "1,2,4,8,16,32,64,128",
+    scaling: Annotated[
+        Scaling, typer.Option(help="strong: fixed total batch; weak: fixed batch per worker.")
+    ] = Scaling.weak,
+    scheme: Annotated[
+        SchemeOpt, typer.Option(help="AllReduce scheme; 'all' is PALEO's three plus ring.")
+    ] = SchemeOpt.all,
+    ppp_comp: Annotated[
+        float, typer.Option(help="PALEO's platform percent of peak for compute, in (0, 1].")
+    ] = 1.0,
+    ppp_comm: Annotated[
+        float, typer.Option(help="PALEO's platform percent of peak for communication, in (0, 1].")
+    ] = 1.0,
+    pipeline: Annotated[
+        bool, typer.Option("--pipeline", help="Overlap each layer's memory traffic with its compute.")
+    ] = False,
+    parallel: Annotated[
+        Parallel, typer.Option(help="data, model (ModelParallel blocks, or every layer split), or hybrid.")
+    ] = Parallel.data,
+    split: Annotated[
+        str | None, typer.Option(help="Hybrid: first model-parallel layer (default: the first FC layer).")
+    ] = None,
+    gpus_per_node: Annotated[
+        int, typer.Option(help="GPUs per node: the device's intra-node link inside, --network between.")
+    ] = 1,
     rules: Annotated[RulesOpt, typer.Option(help="PALEO rule set to reproduce.")] = RulesOpt.paleo_2018,
-    conv_algorithm: Annotated[ConvAlg, typer.Option(help="Convolution cost model; best = the cheaper per layer.")] = ConvAlg.gemm,
-    precision: Annotated[Precision, typer.Option(help="Arithmetic precision (peak and element size).")] = Precision.fp32,
+    conv_algorithm: Annotated[
+        ConvAlg, typer.Option(help="Convolution cost model; best = the cheaper per layer.")
+    ] = ConvAlg.gemm,
+    precision: Annotated[
+        Precision, typer.Option(help="Arithmetic precision (peak and element size).")
+    ] = Precision.fp32,
     format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
-    plan: Annotated[str | None, typer.Option(help="Re-evaluate a saved plan (plan_<k>.json of `planner pareto`).")] = None,
+    plan: Annotated[
+        str | None, typer.Option(help="Re-evaluate a saved plan (plan_<k>.json of `planner pareto`).")
+    ] = None,
 ) -> None:
     """PALEO's estimate per worker count and AllReduce scheme: a scaling table."""
     from costs import comm
@@ -138,11 +176,22 @@ def estimate(
         raise BadInput("estimate needs NET (a zoo name or a spec file) or --plan FILE")
     else:
         req = EstimateRequest(
-            net=net, device=device, network=network, batch=batch,
-            workers=parse_int_list(workers, "--workers"), scaling=scaling.value, schemes=schemes,
-            ppp_comp=ppp_comp, ppp_comm=ppp_comm, pipeline=pipeline, parallel=parallel.value,
-            rules=rules.value, conv_algorithm=conv_algorithm.value, precision=precision.value,
-            gpus_per_node=gpus_per_node, split=split,
+            net=net,
+            device=device,
+            network=network,
+            batch=batch,
+            workers=parse_int_list(workers, "--workers"),
+            scaling=scaling.value,
+            schemes=schemes,
+            ppp_comp=ppp_comp,
+            ppp_comm=ppp_comm,
+            pipeline=pipeline,
+            parallel=parallel.value,
+            rules=rules.value,
+            conv_algorithm=conv_algorithm.value,
+            precision=precision.value,
+            gpus_per_node=gpus_per_node,
+            split=split,
         )
     records = run(req)
     if format is Fmt.json:
@@ -176,9 +225,13 @@ def summary(
         typer.echo(render.to_csv(rows + [totals]), nl=False)
     else:
         cols = [
-            ("layer", "layer"), ("type", "type"), ("output_shape", "output"),
-            ("params", "params"), ("forward_flops", "fwd FLOPs"),
-            ("backward_flops", "bwd FLOPs"), ("activation_bytes", "act bytes"),
+            ("layer", "layer"),
+            ("type", "type"),
+            ("output_shape", "output"),
+            ("params", "params"),
+            ("forward_flops", "fwd FLOPs"),
+            ("backward_flops", "bwd FLOPs"),
+            ("activation_bytes", "act bytes"),
         ]
         typer.echo(f"{totals['net']} at batch {totals['batch']} (rules {rules.value})")
         typer.echo(render.table(rows + [{**totals, "layer": "total", "type": ""}], cols, 0))
@@ -214,33 +267,80 @@ class Objective(str, Enum):
 
 @app.command()
 def optimize(
-    net: Annotated[str, typer.Argument(help="Zoo name (see `planner list nets`) or path to a PALEO JSON spec.")],
-    budget: Annotated[list[str] | None, typer.Option(help="GPU count (16gpus, '16 GPUs', 16) or money ($500, 500usd); may be given twice.")] = None,
+    net: Annotated[
+        str, typer.Argument(help="Zoo name (see `planner list nets`) or path to a PALEO JSON spec.")
+    ],
+    budget: Annotated[
+        list[str] | None,
+        typer.Option(help="GPU count (16gpus, '16 GPUs', 16) or money ($500, 500usd); may be given twice."),
+    ] = None,
     deadline: Annotated[str | None, typer.Option(help="Latest time to train, e.g. 24h, 90m, 2d.")] = None,
-    objective: Annotated[str, typer.Option(help="time (default), cost, throughput, or time,cost for the Pareto set.")] = "time",
-    gpu: Annotated[str | None, typer.Option(help="GPU types to consider, e.g. A100,H100 (prefixes). Default: current GPUs with a price.")] = None,
-    network: Annotated[str, typer.Option(help="Link between nodes (see `planner list networks`).")] = "eth100",
-    epochs: Annotated[float | None, typer.Option(help="Epochs to train (default: the net's, e.g. 90 for ImageNet).")] = None,
-    dataset_size: Annotated[int | None, typer.Option(help="Samples per epoch (default: the net's dataset).")] = None,
-    global_batch: Annotated[int | None, typer.Option(help="Fix the global batch (strong scaling) instead of searching the batch per GPU.")] = None,
-    max_global_batch: Annotated[int, typer.Option(help="Largest global batch (Goyal et al. 2017: 8192 for ImageNet).")] = 8192,
+    objective: Annotated[
+        str, typer.Option(help="time (default), cost, throughput, or time,cost for the Pareto set.")
+    ] = "time",
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            help="GPU types to consider, e.g. A100,H100 (prefixes). Default: current GPUs with a price."
+        ),
+    ] = None,
+    network: Annotated[
+        str, typer.Option(help="Link between nodes (see `planner list networks`).")
+    ] = "eth100",
+    epochs: Annotated[
+        float | None, typer.Option(help="Epochs to train (default: the net's, e.g. 90 for ImageNet).")
+    ] = None,
+    dataset_size: Annotated[
+        int | None, typer.Option(help="Samples per epoch (default: the net's dataset).")
+    ] = None,
+    global_batch: Annotated[
+        int | None,
+        typer.Option(help="Fix the global batch (strong scaling) instead of searching the batch per GPU."),
+    ] = None,
+    max_global_batch: Annotated[
+        int, typer.Option(help="Largest global batch (Goyal et al. 2017: 8192 for ImageNet).")
+    ] = 8192,
     min_global_batch: Annotated[int, typer.Option(help="Smallest global batch.")] = 1,
-    optimizer: Annotated[str, typer.Option(help="Optimizer state kept per parameter: sgd, momentum or adam.")] = "momentum",
+    optimizer: Annotated[
+        str, typer.Option(help="Optimizer state kept per parameter: sgd, momentum or adam.")
+    ] = "momentum",
     precision: Annotated[str, typer.Option(help="fp32, tf32, fp16, bf16, or any to search it.")] = "fp32",
-    pipeline: Annotated[bool, typer.Option("--pipeline/--no-pipeline", help="Overlap each layer's memory traffic with its compute.")] = False,
-    hybrid: Annotated[bool, typer.Option("--hybrid/--no-hybrid", help="Also search hybrid data/model splits.")] = True,
-    ppp_comp: Annotated[float, typer.Option(help="Platform percent of peak for compute (PALEO's TensorFlow value).")] = 0.62,
+    pipeline: Annotated[
+        bool,
+        typer.Option(
+            "--pipeline/--no-pipeline", help="Overlap each layer's memory traffic with its compute."
+        ),
+    ] = False,
+    hybrid: Annotated[
+        bool, typer.Option("--hybrid/--no-hybrid", help="Also search hybrid data/model splits.")
+    ] = True,
+    ppp_comp: Annotated[
+        float, typer.Option(help="Platform percent of peak for compute (PALEO's TensorFlow value).")
+    ] = 0.62,
     ppp_comm: Annotated[float, typer.Option(help="Platform percent of peak for communication.")] = 0.72,
     rules: Annotated[RulesOpt, typer.Option(help="PALEO rule set.")] = RulesOpt.paleo_2018,
     conv_algorithm: Annotated[ConvAlg, typer.Option(help="Convolution cost model.")] = ConvAlg.gemm,
     trials: Annotated[int, typer.Option(help="Optuna trials (total, counting a resumed study's).")] = 200,
-    timeout: Annotated[float | None, typer.Option(help="Stop asking for trials after this many seconds.")] = None,
+    timeout: Annotated[
+        float | None, typer.Option(help="Stop asking for trials after this many seconds.")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Sampler seed, recorded in the output.")] = 0,
-    storage: Annotated[str | None, typer.Option(help="Optuna storage to persist/resume: sqlite:///x.db, journal:FILE, postgresql://...")] = None,
-    study_name: Annotated[str | None, typer.Option(help="Study name in --storage (default: derived from the request).")] = None,
-    exhaustive: Annotated[str, typer.Option(help="auto: enumerate the space when small and report the gap; always; never.")] = "auto",
-    out: Annotated[str | None, typer.Option(help="Run folder (default results/<timestamp>_<net>_<budget>/).")] = None,
-    format: Annotated[Fmt, typer.Option("--format", help="table or json (csv: the best plan and alternatives).")] = Fmt.table,
+    storage: Annotated[
+        str | None,
+        typer.Option(help="Optuna storage to persist/resume: sqlite:///x.db, journal:FILE, postgresql://..."),
+    ] = None,
+    study_name: Annotated[
+        str | None, typer.Option(help="Study name in --storage (default: derived from the request).")
+    ] = None,
+    exhaustive: Annotated[
+        str, typer.Option(help="auto: enumerate the space when small and report the gap; always; never.")
+    ] = "auto",
+    out: Annotated[
+        str | None, typer.Option(help="Run folder (default results/<timestamp>_<net>_<budget>/).")
+    ] = None,
+    format: Annotated[
+        Fmt, typer.Option("--format", help="table or json (csv: the best plan and alternatives).")
+    ] = Fmt.table,
 ) -> None:
     """The fastest (or cheapest) training plan under constraints, why it wins, what binds."""
     from planner import render
@@ -275,16 +375,35 @@ def _optimize_request(opts: dict):
     objective = opts.get("objective") or opts.get("objectives")
     name = opts["study_name"]
     if opts["storage"] and not name:
-        name = f"{opts['net']}_{'_'.join(budgets) or 'nobudget'}_{objective}".replace("$", "usd").replace(" ", "")
+        name = f"{opts['net']}_{'_'.join(budgets) or 'nobudget'}_{objective}".replace("$", "usd").replace(
+            " ", ""
+        )
     return OptimizeRequest(
-        net=opts["net"], budget=budgets, deadline=opts["deadline"], objective=objective, gpu=opts["gpu"],
-        network=opts["network"], epochs=opts["epochs"], dataset_size=opts["dataset_size"],
-        global_batch=opts["global_batch"], max_global_batch=opts["max_global_batch"],
-        min_global_batch=opts["min_global_batch"], optimizer=opts["optimizer"], precision=opts["precision"],
-        pipeline=opts["pipeline"], hybrid=opts["hybrid"], ppp_comp=opts["ppp_comp"],
-        ppp_comm=opts["ppp_comm"], rules=opts["rules"].value, conv_algorithm=opts["conv_algorithm"].value,
-        trials=opts["trials"], timeout=opts["timeout"], seed=opts["seed"], storage=opts["storage"],
-        study_name=name, exhaustive=opts["exhaustive"],
+        net=opts["net"],
+        budget=budgets,
+        deadline=opts["deadline"],
+        objective=objective,
+        gpu=opts["gpu"],
+        network=opts["network"],
+        epochs=opts["epochs"],
+        dataset_size=opts["dataset_size"],
+        global_batch=opts["global_batch"],
+        max_global_batch=opts["max_global_batch"],
+        min_global_batch=opts["min_global_batch"],
+        optimizer=opts["optimizer"],
+        precision=opts["precision"],
+        pipeline=opts["pipeline"],
+        hybrid=opts["hybrid"],
+        ppp_comp=opts["ppp_comp"],
+        ppp_comm=opts["ppp_comm"],
+        rules=opts["rules"].value,
+        conv_algorithm=opts["conv_algorithm"].value,
+        trials=opts["trials"],
+        timeout=opts["timeout"],
+        seed=opts["seed"],
+        storage=opts["storage"],
+        study_name=name,
+        exhaustive=opts["exhaustive"],
     )
 
 
@@ -301,10 +420,20 @@ def pareto(**opts) -> None:
     if opts["format"] is Fmt.json:
         typer.echo(render.to_json({"run_dir": str(saved), "front": data["front"], "search": data["search"]}))
         return
-    cols = [("label", "plan"), ("gpu", "gpu"), ("gpus", "gpus"), ("batch_per_worker", "batch/GPU"),
-            ("scheme", "scheme"), ("time_text", "time to train"), ("cost_usd", "cost $"), ("kind", "bound by")]
-    typer.echo(f"Pareto front of {req.net}: {len(data['front'])} plans "
-               f"({data['evaluated']:,} evaluated, {data['feasible']:,} feasible)")
+    cols = [
+        ("label", "plan"),
+        ("gpu", "gpu"),
+        ("gpus", "gpus"),
+        ("batch_per_worker", "batch/GPU"),
+        ("scheme", "scheme"),
+        ("time_text", "time to train"),
+        ("cost_usd", "cost $"),
+        ("kind", "bound by"),
+    ]
+    typer.echo(
+        f"Pareto front of {req.net}: {len(data['front'])} plans "
+        f"({data['evaluated']:,} evaluated, {data['feasible']:,} feasible)"
+    )
     typer.echo(render.table(data["front"], cols, 2))
     typer.echo(f"Report: {saved}/report.html (also report.md, pareto.csv, trials.csv, plan_<k>.json)")
 
@@ -316,13 +445,22 @@ def _pareto_signature():
     params = []
     for p in inspect.signature(optimize, eval_str=True).parameters.values():
         if p.name == "objective":
-            p = p.replace(name="objectives", default="time,cost", annotation=Annotated[
-                str, typer.Option(help="time,cost (default) or time,cost,memory.")])
+            p = p.replace(
+                name="objectives",
+                default="time,cost",
+                annotation=Annotated[str, typer.Option(help="time,cost (default) or time,cost,memory.")],
+            )
         if p.name == "out":
-            p = p.replace(annotation=Annotated[str | None, typer.Option(
-                help="Report folder (default results/<timestamp>_<net>_pareto/).")])
+            p = p.replace(
+                annotation=Annotated[
+                    str | None,
+                    typer.Option(help="Report folder (default results/<timestamp>_<net>_pareto/)."),
+                ]
+            )
         if p.name == "format":
-            p = p.replace(annotation=Annotated[Fmt, typer.Option("--format", help="table or json (terminal output).")])
+            p = p.replace(
+                annotation=Annotated[Fmt, typer.Option("--format", help="table or json (terminal output).")]
+            )
         params.append(p)
     return inspect.Signature(params)
 
@@ -340,8 +478,9 @@ def report(run_dir: Annotated[str, typer.Argument(help="A folder written by `pla
     typer.echo(f"Rendered {', '.join(files)} in {run_dir}")
 
 
-sweep_app = typer.Typer(help="Batch sweeps: many studies at once, locally or as a Slurm job array.",
-                        no_args_is_help=True)
+sweep_app = typer.Typer(
+    help="Batch sweeps: many studies at once, locally or as a Slurm job array.", no_args_is_help=True
+)
 app.add_typer(sweep_app, name="sweep")
 
 
@@ -351,20 +490,30 @@ class Backend(str, Enum):
 
 
 SpecArg = Annotated[str, typer.Argument(help="Sweep spec (YAML); see configs/sweeps/example.yaml.")]
-ResultsOpt = Annotated[str | None, typer.Option(help="Parent of the sweep folder (default: the spec's `results`).")]
-StorageOpt = Annotated[str | None, typer.Option(help="Optuna storage instead of the sweep's journal file, e.g. postgresql://...")]
+ResultsOpt = Annotated[
+    str | None, typer.Option(help="Parent of the sweep folder (default: the spec's `results`).")
+]
+StorageOpt = Annotated[
+    str | None, typer.Option(help="Optuna storage instead of the sweep's journal file, e.g. postgresql://...")
+]
 
 
 @sweep_app.command("run")
 def sweep_run(
     spec: SpecArg,
-    backend: Annotated[Backend, typer.Option(help="local: a process pool on this machine; slurm: a job array.")] = Backend.local,
+    backend: Annotated[
+        Backend, typer.Option(help="local: a process pool on this machine; slurm: a job array.")
+    ] = Backend.local,
     workers: Annotated[int | None, typer.Option(help="Local processes (default: one per core).")] = None,
     partition: Annotated[str | None, typer.Option(help="Slurm partition.")] = None,
     time_limit: Annotated[str, typer.Option("--time", help="Slurm time limit per array task.")] = "1:00:00",
     array_parallel: Annotated[int | None, typer.Option(help="Slurm: at most N array tasks at once.")] = None,
-    workers_per_study: Annotated[int, typer.Option(help="Slurm: array tasks optimising each study together.")] = 1,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Slurm: print the sbatch script, submit nothing.")] = False,
+    workers_per_study: Annotated[
+        int, typer.Option(help="Slurm: array tasks optimising each study together.")
+    ] = 1,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Slurm: print the sbatch script, submit nothing.")
+    ] = False,
     results: ResultsOpt = None,
     storage: StorageOpt = None,
 ) -> None:
@@ -372,7 +521,11 @@ def sweep_run(
     from planner import sweep
     from planner.errors import BadInput
 
-    if workers_per_study < 1 or (array_parallel is not None and array_parallel < 1) or (workers is not None and workers < 1):
+    if (
+        workers_per_study < 1
+        or (array_parallel is not None and array_parallel < 1)
+        or (workers is not None and workers < 1)
+    ):
         raise BadInput("--workers, --workers-per-study and --array-parallel take positive integers")
     s = sweep.load_with(spec, results, storage)
     if backend is Backend.local:
@@ -396,8 +549,10 @@ def sweep_run(
         typer.echo(script, nl=False)
         return
     job = sweep.submit(s, script)
-    typer.echo(f"Submitted job array {job}: {len(tasks)} tasks for {len(cells)} studies "
-               f"({s.folder / 'sweep.sbatch'}). Watch with: planner sweep status {spec}")
+    typer.echo(
+        f"Submitted job array {job}: {len(tasks)} tasks for {len(cells)} studies "
+        f"({s.folder / 'sweep.sbatch'}). Watch with: planner sweep status {spec}"
+    )
 
 
 @sweep_app.command("worker")
@@ -416,8 +571,10 @@ def sweep_worker(
     cells = s.cells()
     index = task // max(workers_per_study, 1)
     if task < 0 or index >= len(cells):
-        raise BadInput(f"--task {task} is out of range: the sweep has {len(cells)} studies x "
-                       f"{workers_per_study} tasks (0..{len(cells) * workers_per_study - 1})")
+        raise BadInput(
+            f"--task {task} is out of range: the sweep has {len(cells)} studies x "
+            f"{workers_per_study} tasks (0..{len(cells) * workers_per_study - 1})"
+        )
     name, state = sweep.run_cell(str(s.path), index, str(s.results), s.storage_url)
     typer.echo(f"{name}: {state}")
     if state != "done":
@@ -425,17 +582,30 @@ def sweep_worker(
 
 
 @sweep_app.command("status")
-def sweep_status(spec: SpecArg, results: ResultsOpt = None, storage: StorageOpt = None,
-                 format: Annotated[Fmt, typer.Option("--format")] = Fmt.table) -> None:
+def sweep_status(
+    spec: SpecArg,
+    results: ResultsOpt = None,
+    storage: StorageOpt = None,
+    format: Annotated[Fmt, typer.Option("--format")] = Fmt.table,
+) -> None:
     """Per study: trials done, best value so far, state, and the Slurm job state."""
     from planner import render, sweep
 
     s = sweep.load_with(spec, results, storage)
     statuses = sweep.status(s)
     slurm = sweep.slurm_states(s)
-    recs = [{"study": x.cell.study, "trials": f"{x.complete}/{s.trials}", "running": x.running,
-             "best": x.best, "state": x.state, "slurm": slurm.get(x.cell.index, ""), "note": x.message}
-            for x in statuses]
+    recs = [
+        {
+            "study": x.cell.study,
+            "trials": f"{x.complete}/{s.trials}",
+            "running": x.running,
+            "best": x.best,
+            "state": x.state,
+            "slurm": slurm.get(x.cell.index, ""),
+            "note": x.message,
+        }
+        for x in statuses
+    ]
     if format is Fmt.json:
         typer.echo(render.to_json(recs))
     elif format is Fmt.csv:
@@ -443,8 +613,14 @@ def sweep_status(spec: SpecArg, results: ResultsOpt = None, storage: StorageOpt 
     else:
         for r in recs:
             r["best"] = "" if r["best"] is None else r["best"]
-        cols = [("study", "study"), ("trials", "trials"), ("best", "best so far"), ("state", "state"),
-                ("slurm", "slurm"), ("note", "note")]
+        cols = [
+            ("study", "study"),
+            ("trials", "trials"),
+            ("best", "best so far"),
+            ("state", "state"),
+            ("slurm", "slurm"),
+            ("note", "note"),
+        ]
         typer.echo(render.table(recs, cols, 3))
 
 
@@ -455,8 +631,19 @@ def sweep_collect(spec: SpecArg, results: ResultsOpt = None, storage: StorageOpt
 
     s = sweep.load_with(spec, results, storage)
     data = sweepreport.collect_data(s.name, sweep.status(s))
-    cols = ["study", *s.grid, "net", "budget", "objective", "state", "trials", *sweepreport.PLAN_COLUMNS,
-            "front_size", "gap", "note"]
+    cols = [
+        "study",
+        *s.grid,
+        "net",
+        "budget",
+        "objective",
+        "state",
+        "trials",
+        *sweepreport.PLAN_COLUMNS,
+        "front_size",
+        "gap",
+        "note",
+    ]
     cols = list(dict.fromkeys(cols))
     files = {
         "summary.csv": render.to_csv(data["rows"], cols),
@@ -470,14 +657,34 @@ def sweep_collect(spec: SpecArg, results: ResultsOpt = None, storage: StorageOpt
         tmp.replace(s.folder / name)
     typer.echo(f"Wrote {', '.join(files)} in {s.folder}")
     if data["missing"]:
-        typer.echo(f"warning: {len(data['missing'])} of {len(data['rows'])} studies are not done; "
-                   f"run `planner sweep run {spec}` to finish them", err=True)
+        typer.echo(
+            f"warning: {len(data['missing'])} of {len(data['rows'])} studies are not done; "
+            f"run `planner sweep run {spec}` to finish them",
+            err=True,
+        )
 
 
 PLAN_CSV = [
-    "gpu", "gpus", "gpus_per_node", "nodes", "batch_per_worker", "global_batch", "parallel", "split",
-    "scheme", "precision", "network", "time_to_train_s", "cost_usd", "iteration_ms", "forward_ms",
-    "backward_ms", "update_ms", "comm_ms", "throughput_samples_s", "memory_gb",
+    "gpu",
+    "gpus",
+    "gpus_per_node",
+    "nodes",
+    "batch_per_worker",
+    "global_batch",
+    "parallel",
+    "split",
+    "scheme",
+    "precision",
+    "network",
+    "time_to_train_s",
+    "cost_usd",
+    "iteration_ms",
+    "forward_ms",
+    "backward_ms",
+    "update_ms",
+    "comm_ms",
+    "throughput_samples_s",
+    "memory_gb",
 ]
 
 
@@ -515,22 +722,39 @@ def render_optimize(result, saved) -> str:
     if result.alternatives:
         lines.append("")
         lines.append("Pareto front:" if result.pareto else "Next best:")
-        alts = [dict(a, time_to_train=render.duration(a["time_to_train_s"]),
-                     cost="-" if a["cost_usd"] is None else f"${a['cost_usd']:,.2f}")
-                for a in ([b] + result.alternatives if result.pareto else result.alternatives)]
-        cols = [("gpu", "gpu"), ("gpus", "gpus"), ("gpus_per_node", "per node"),
-                ("batch_per_worker", "batch/GPU"), ("parallel", "parallel"), ("scheme", "scheme"),
-                ("time_to_train", "time to train"), ("cost", "cost"), ("iteration_ms", "iter ms")]
+        alts = [
+            dict(
+                a,
+                time_to_train=render.duration(a["time_to_train_s"]),
+                cost="-" if a["cost_usd"] is None else f"${a['cost_usd']:,.2f}",
+            )
+            for a in ([b] + result.alternatives if result.pareto else result.alternatives)
+        ]
+        cols = [
+            ("gpu", "gpu"),
+            ("gpus", "gpus"),
+            ("gpus_per_node", "per node"),
+            ("batch_per_worker", "batch/GPU"),
+            ("parallel", "parallel"),
+            ("scheme", "scheme"),
+            ("time_to_train", "time to train"),
+            ("cost", "cost"),
+            ("iteration_ms", "iter ms"),
+        ]
         lines += ["  " + x for x in render.table(alts, cols, 2).splitlines()]
     s = result.search
     lines.append("")
     certified = ""
     if "gap" in s and s["gap"] is not None:
-        certified = (f"; exhaustive optimum over {s['exhaustive_plans']:,} plans: the search was "
-                     f"{s['gap']:.2%} from it")
+        certified = (
+            f"; exhaustive optimum over {s['exhaustive_plans']:,} plans: the search was "
+            f"{s['gap']:.2%} from it"
+        )
     elif "exhaustive_front_size" in s:
-        certified = (f"; the exact front (exhaustive) has {s['exhaustive_front_size']} plans, "
-                     f"the search found {s['front_found_by_search']} of them")
+        certified = (
+            f"; the exact front (exhaustive) has {s['exhaustive_front_size']} plans, "
+            f"the search found {s['front_found_by_search']} of them"
+        )
     lines.append(
         f"Search: {s['sampler']} seed {s['seed']}, {s['trials']} trials, "
         f"{s['evaluated_plans']:,} plans scored in {s['seconds']:.2f} s{certified}."

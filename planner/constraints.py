@@ -19,8 +19,19 @@ DEADLINE_FORMS = "a duration such as 90s, 45m, 24h, 2d or 1.5h"
 _GPUS = re.compile(r"^\s*(\d+)\s*(gpus?)?\s*$", re.IGNORECASE)
 _USD = re.compile(r"^\s*(?:\$\s*(\d+(?:\.\d+)?)|(\d+(?:\.\d+)?)\s*(?:usd|\$|dollars?))\s*$", re.IGNORECASE)
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|hours?|d|days?)\s*$", re.IGNORECASE)
-_UNIT_S = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "hour": 3600, "hours": 3600,
-           "d": 86400, "day": 86400, "days": 86400}
+_UNIT_S = {
+    "s": 1,
+    "sec": 1,
+    "m": 60,
+    "min": 60,
+    "h": 3600,
+    "hr": 3600,
+    "hour": 3600,
+    "hours": 3600,
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
+}
 
 
 def parse_budgets(values: list[str] | None) -> tuple[int | None, float | None]:

@@ -73,23 +73,43 @@ def _split_index(costs, req: EstimateRequest) -> int:
         return costs.default_split()
     names = [s.name for s in costs.net.layers]
     if req.split not in names:
-        raise BadInput(
-            f"unknown split layer '{req.split}' (valid: {', '.join(costs.split_names())})"
-        )
+        raise BadInput(f"unknown split layer '{req.split}' (valid: {', '.join(costs.split_names())})")
     return names.index(req.split)
 
 
-def record(req: EstimateRequest, device: str, network: str, r, i: int, *, workers: int,
-           batch_per_worker: int, scheme: str, speedup: float) -> dict:
+def record(
+    req: EstimateRequest,
+    device: str,
+    network: str,
+    r,
+    i: int,
+    *,
+    workers: int,
+    batch_per_worker: int,
+    scheme: str,
+    speedup: float,
+) -> dict:
     """One output record: plan ``i`` of the evaluator's Breakdown ``r``, times in ms."""
     return {
-        "net": req.net, "device": device, "network": network, "rules": req.rules,
-        "parallel": req.parallel, "precision": req.precision, "scaling": req.scaling,
-        "workers": workers, "gpus_per_node": int(min(req.gpus_per_node, workers)),
-        "batch_per_worker": batch_per_worker, "effective_batch": int(r.samples[i]), "scheme": scheme,
-        "forward_ms": float(r.forward[i] * 1e3), "backward_ms": float(r.backward[i] * 1e3),
-        "update_ms": float(r.update[i] * 1e3), "compute_ms": float(r.compute[i] * 1e3),
-        "comm_ms": float(r.comm[i] * 1e3), "total_ms": float(r.total[i] * 1e3), "speedup": speedup,
+        "net": req.net,
+        "device": device,
+        "network": network,
+        "rules": req.rules,
+        "parallel": req.parallel,
+        "precision": req.precision,
+        "scaling": req.scaling,
+        "workers": workers,
+        "gpus_per_node": int(min(req.gpus_per_node, workers)),
+        "batch_per_worker": batch_per_worker,
+        "effective_batch": int(r.samples[i]),
+        "scheme": scheme,
+        "forward_ms": float(r.forward[i] * 1e3),
+        "backward_ms": float(r.backward[i] * 1e3),
+        "update_ms": float(r.update[i] * 1e3),
+        "compute_ms": float(r.compute[i] * 1e3),
+        "comm_ms": float(r.comm[i] * 1e3),
+        "total_ms": float(r.total[i] * 1e3),
+        "speedup": speedup,
         "throughput_samples_s": float(r.throughput[i]),
     }
 
@@ -119,8 +139,13 @@ def estimate(req: EstimateRequest) -> list[dict]:
     devices = catalog.device_table([info.key])
     links = catalog.link_table([net_info.key, info.device.intra_link or net_info.key])
     common = dict(
-        device=0, network=0, intra_link=1, gpus_per_node=req.gpus_per_node,
-        precision=PRECISIONS.index(req.precision), ppp_comp=req.ppp_comp, ppp_comm=req.ppp_comm,
+        device=0,
+        network=0,
+        intra_link=1,
+        gpus_per_node=req.gpus_per_node,
+        precision=PRECISIONS.index(req.precision),
+        ppp_comp=req.ppp_comp,
+        ppp_comm=req.ppp_comm,
         pipeline=req.pipeline,
     )
     # T(1) per scheme: the baseline of the speedup, one worker with the whole batch.
@@ -136,8 +161,17 @@ def estimate(req: EstimateRequest) -> list[dict]:
     total = r.total[:m]
     speedup = t1 / total if req.scaling == "strong" else k * t1 / total
     records = [
-        record(req, info.key, net_info.key, r, i, workers=int(k[i]), batch_per_worker=int(per_worker[i]),
-               scheme=comm.SCHEME_NAMES[sch[i]], speedup=float(speedup[i]))
+        record(
+            req,
+            info.key,
+            net_info.key,
+            r,
+            i,
+            workers=int(k[i]),
+            batch_per_worker=int(per_worker[i]),
+            scheme=comm.SCHEME_NAMES[sch[i]],
+            speedup=float(speedup[i]),
+        )
         for i in range(m)
     ]
     if any(math.isnan(rec["total_ms"]) for rec in records):
@@ -145,8 +179,23 @@ def estimate(req: EstimateRequest) -> list[dict]:
     return records
 
 
-_PLAN_KEYS = ("net", "device", "network", "workers", "gpus_per_node", "batch_per_worker", "parallel",
-              "split", "scheme", "precision", "pipeline", "ppp_comp", "ppp_comm", "rules", "conv_algorithm")
+_PLAN_KEYS = (
+    "net",
+    "device",
+    "network",
+    "workers",
+    "gpus_per_node",
+    "batch_per_worker",
+    "parallel",
+    "split",
+    "scheme",
+    "precision",
+    "pipeline",
+    "ppp_comp",
+    "ppp_comm",
+    "rules",
+    "conv_algorithm",
+)
 
 
 def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
@@ -161,12 +210,24 @@ def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
         raise BadInput(f"--plan {path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
     missing = [k for k in _PLAN_KEYS if not isinstance(data, dict) or k not in data]
     if missing:
-        raise BadInput(f"--plan {path} lacks {', '.join(missing)} (a plan_<k>.json of `planner pareto` has them)")
+        raise BadInput(
+            f"--plan {path} lacks {', '.join(missing)} (a plan_<k>.json of `planner pareto` has them)"
+        )
     return EstimateRequest(
-        net=net or data["net"], device=data["device"], network=data["network"],
-        batch=int(data["batch_per_worker"]), workers=(int(data["workers"]),), scaling="weak",
-        schemes=(data["scheme"],), ppp_comp=float(data["ppp_comp"]), ppp_comm=float(data["ppp_comm"]),
-        pipeline=bool(data["pipeline"]), parallel=data["parallel"], rules=data["rules"],
-        conv_algorithm=data["conv_algorithm"], precision=data["precision"],
-        gpus_per_node=int(data["gpus_per_node"]), split=data["split"],
+        net=net or data["net"],
+        device=data["device"],
+        network=data["network"],
+        batch=int(data["batch_per_worker"]),
+        workers=(int(data["workers"]),),
+        scaling="weak",
+        schemes=(data["scheme"],),
+        ppp_comp=float(data["ppp_comp"]),
+        ppp_comm=float(data["ppp_comm"]),
+        pipeline=bool(data["pipeline"]),
+        parallel=data["parallel"],
+        rules=data["rules"],
+        conv_algorithm=data["conv_algorithm"],
+        precision=data["precision"],
+        gpus_per_node=int(data["gpus_per_node"]),
+        split=data["split"],
     )

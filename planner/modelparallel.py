@@ -35,14 +35,30 @@ def estimate_model_parallel(req, costs, info, net_info) -> list[dict]:
     devices = catalog.device_table([info.key])
     links = catalog.link_table([net_info.key, info.device.intra_link or net_info.key])
     common = dict(
-        device=0, network=0, intra_link=1, gpus_per_node=req.gpus_per_node, batch=batch, scheme=0,
-        precision=PRECISIONS.index(req.precision), ppp_comp=req.ppp_comp, ppp_comm=req.ppp_comm,
+        device=0,
+        network=0,
+        intra_link=1,
+        gpus_per_node=req.gpus_per_node,
+        batch=batch,
+        scheme=0,
+        precision=PRECISIONS.index(req.precision),
+        ppp_comp=req.ppp_comp,
+        ppp_comm=req.ppp_comm,
         pipeline=req.pipeline,
     )
     r = evaluate_explicit(costs, plans(costs.n_layers, workers=splits, **common), devices, links)
     single = evaluate(costs, plans(costs.n_layers, workers=1, **common), devices, links)
-    rec = record(req, info.key, net_info.key, r, 0, workers=splits, batch_per_worker=int(batch),
-                 scheme="none", speedup=float(single.total[0] / r.total[0]))
+    rec = record(
+        req,
+        info.key,
+        net_info.key,
+        r,
+        0,
+        workers=splits,
+        batch_per_worker=int(batch),
+        scheme="none",
+        speedup=float(single.total[0] / r.total[0]),
+    )
     if math.isnan(rec["total_ms"]) or math.isnan(rec["speedup"]):
         raise UnsupportedError("the estimate is undefined for this configuration")
     return [rec]

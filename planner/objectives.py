@@ -20,7 +20,9 @@ from planner.space import Space
 
 OBJECTIVES = ("time", "cost", "throughput", "memory")
 METRIC = {
-    "time": "time_to_train_s", "cost": "cost_usd", "throughput": "throughput_samples_s",
+    "time": "time_to_train_s",
+    "cost": "cost_usd",
+    "throughput": "throughput_samples_s",
     "memory": "memory_bytes",
 }
 SENSE = {"time": 1.0, "cost": 1.0, "throughput": -1.0, "memory": 1.0}  # minimise SENSE x metric

@@ -82,9 +82,7 @@ def _objectives(text: str) -> tuple[str, ...]:
     parts = tuple(p.strip() for p in text.split(",") if p.strip())
     bad = [p for p in parts if p not in OBJECTIVES]
     if not parts or bad or len(set(parts)) != len(parts):
-        raise BadInput(
-            f"--objective '{text}' is not a comma-separated list of {', '.join(OBJECTIVES)}"
-        )
+        raise BadInput(f"--objective '{text}' is not a comma-separated list of {', '.join(OBJECTIVES)}")
     return parts
 
 
@@ -115,8 +113,11 @@ def build(req: OptimizeRequest):
         raise BadInput(f"--optimizer '{req.optimizer}' (valid: {', '.join(OPTIMIZERS)})")
     if req.precision != "any" and req.precision not in PRECISIONS:
         raise BadInput(f"--precision '{req.precision}' (valid: {', '.join(PRECISIONS)}, any)")
-    for name, v in (("--trials", req.trials), ("--max-global-batch", req.max_global_batch),
-                    ("--min-global-batch", req.min_global_batch)):
+    for name, v in (
+        ("--trials", req.trials),
+        ("--max-global-batch", req.max_global_batch),
+        ("--min-global-batch", req.min_global_batch),
+    ):
         if v < 1:
             raise BadInput(f"{name} must be a positive integer, got {v}")
     if req.global_batch is not None and req.global_batch < 1:
@@ -141,8 +142,11 @@ def build(req: OptimizeRequest):
     if req.hybrid:
         try:
             first = costs.default_split()
-            weighted = [i for i, s in enumerate(costs.net.layers) if i >= first and s.type in
-                        ("Convolution", "InnerProduct", "Deconvolution")]
+            weighted = [
+                i
+                for i, s in enumerate(costs.net.layers)
+                if i >= first and s.type in ("Convolution", "InnerProduct", "Deconvolution")
+            ]
             splits += weighted[:3]
         except Exception:  # no fully connected layer: pure data parallelism only
             pass
@@ -161,10 +165,18 @@ def build(req: OptimizeRequest):
     )
     limits = Limits(max_gpus, max_usd, deadline, req.max_global_batch, req.min_global_batch)
     scorer = Scorer(
-        space, costs, catalog.device_table(gpus),
+        space,
+        costs,
+        catalog.device_table(gpus),
         catalog.link_table([net_info.key] + [i.device.intra_link for i in infos]),
         np.array([i.price_usd_per_hour if i.price_usd_per_hour is not None else np.nan for i in infos]),
-        limits, float(epochs), int(dataset), req.optimizer, req.ppp_comp, req.ppp_comm, req.pipeline,
+        limits,
+        float(epochs),
+        int(dataset),
+        req.optimizer,
+        req.ppp_comp,
+        req.ppp_comm,
+        req.pipeline,
     )
     return scorer, objectives
 
@@ -194,9 +206,14 @@ def _plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives
     }
     ms = lambda k: float(m[k][0] * 1e3)  # noqa: E731
     rec.update(
-        forward_ms=ms("forward_s"), backward_ms=ms("backward_s"), update_ms=ms("update_s"),
-        compute_ms=ms("compute_s"), sync_ms=ms("sync_s"), act_comm_ms=ms("act_comm_s"),
-        comm_ms=ms("comm_s"), iteration_ms=ms("iteration_s"),
+        forward_ms=ms("forward_s"),
+        backward_ms=ms("backward_s"),
+        update_ms=ms("update_s"),
+        compute_ms=ms("compute_s"),
+        sync_ms=ms("sync_s"),
+        act_comm_ms=ms("act_comm_s"),
+        comm_ms=ms("comm_s"),
+        iteration_ms=ms("iteration_s"),
         throughput_samples_s=float(m["throughput_samples_s"][0]),
         time_to_train_s=float(m["time_to_train_s"][0]),
         cost_usd=None if math.isnan(m["cost_usd"][0]) else float(m["cost_usd"][0]),
@@ -215,12 +232,20 @@ def _plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives
 def _estimate_command(scorer: Scorer, rec: dict) -> str:
     """The `planner estimate` call that reproduces this plan's iteration time."""
     parts = [
-        "planner estimate", scorer.costs.net.source.removesuffix(".json"),
-        f"--device {rec['gpu']}", f"--network {rec['network']}", f"--workers {rec['gpus']}",
-        f"--gpus-per-node {rec['gpus_per_node']}", f"--batch {rec['batch_per_worker']}",
-        "--scaling weak", f"--scheme {rec['scheme']}", f"--precision {rec['precision']}",
-        f"--ppp-comp {scorer.ppp_comp}", f"--ppp-comm {scorer.ppp_comm}",
-        f"--rules {scorer.costs.rules.name}", f"--conv-algorithm {scorer.costs.algorithm}",
+        "planner estimate",
+        scorer.costs.net.source.removesuffix(".json"),
+        f"--device {rec['gpu']}",
+        f"--network {rec['network']}",
+        f"--workers {rec['gpus']}",
+        f"--gpus-per-node {rec['gpus_per_node']}",
+        f"--batch {rec['batch_per_worker']}",
+        "--scaling weak",
+        f"--scheme {rec['scheme']}",
+        f"--precision {rec['precision']}",
+        f"--ppp-comp {scorer.ppp_comp}",
+        f"--ppp-comm {scorer.ppp_comm}",
+        f"--rules {scorer.costs.rules.name}",
+        f"--conv-algorithm {scorer.costs.algorithm}",
     ]
     if rec["parallel"] == "hybrid":
         parts += ["--parallel hybrid", f"--split {rec['split']}"]
@@ -250,8 +275,9 @@ def explain(best: dict, baseline: dict) -> list[str]:
     }
     binding = [reasons[b] for b in best["binding"] if b in reasons]
     lines.append(
-        "; ".join(binding) + "." if binding else
-        "no constraint binds: more GPUs or a larger batch would not make it better."
+        "; ".join(binding) + "."
+        if binding
+        else "no constraint binds: more GPUs or a larger batch would not make it better."
     )
     lines.append(
         f"{baseline['speedup']:.1f}x the throughput of one {best['gpu']} at the same batch per GPU "
@@ -302,20 +328,30 @@ def diagnose(scorer: Scorer, s: Scored) -> str:
         if name == "memory":
             need = sel["memory_bytes"].min() / 1e9
             have = scorer.devices.memory_bytes.max() / 1e9
-            return (f"no plan fits: the smallest needs {need:.1f} GB per GPU, the largest GPU allowed "
-                    f"has {have:.0f} GB ({lim.memory_fraction:.0%} usable)")
+            return (
+                f"no plan fits: the smallest needs {need:.1f} GB per GPU, the largest GPU allowed "
+                f"has {have:.0f} GB ({lim.memory_fraction:.0%} usable)"
+            )
         if name == "budget_usd":
-            return (f"no plan costs ${lim.max_usd:,.2f} or less: the cheapest costs "
-                    f"${np.nanmin(sel['cost_usd']):,.2f}")
+            return (
+                f"no plan costs ${lim.max_usd:,.2f} or less: the cheapest costs "
+                f"${np.nanmin(sel['cost_usd']):,.2f}"
+            )
         if name == "deadline":
-            return (f"no plan finishes within {duration(lim.deadline_s)}: the fastest takes "
-                    f"{duration(float(np.nanmin(sel['time_to_train_s'])))}")
+            return (
+                f"no plan finishes within {duration(lim.deadline_s)}: the fastest takes "
+                f"{duration(float(np.nanmin(sel['time_to_train_s'])))}"
+            )
         if name == "max_global_batch":
-            return (f"no plan keeps the global batch at or below {lim.max_global_batch:,}: "
-                    f"the smallest is {sel['global_batch'].min():,}")
+            return (
+                f"no plan keeps the global batch at or below {lim.max_global_batch:,}: "
+                f"the smallest is {sel['global_batch'].min():,}"
+            )
         if name == "min_global_batch":
-            return (f"no plan reaches a global batch of {lim.min_global_batch:,}: "
-                    f"the largest is {sel['global_batch'].max():,}")
+            return (
+                f"no plan reaches a global batch of {lim.min_global_batch:,}: "
+                f"the largest is {sel['global_batch'].max():,}"
+            )
         if name == "supported":
             return "no allowed GPU has a peak for the requested precision in the catalog"
         if name == "budget_gpus":
@@ -350,10 +386,15 @@ def search_and_certify(req: OptimizeRequest) -> Outcome:
     certify = req.exhaustive == "always" or (req.exhaustive == "auto" and space.raw_size <= EXHAUSTIVE_LIMIT)
     full = exhaustive(scorer, objectives) if certify else None
     search_info = {
-        "sampler": stats.sampler, "seed": req.seed, "trials": shared.complete_count(study),
-        "trials_this_run": stats.trials, "evaluated_plans": scorer.evaluated,
-        "cache_hits": stats.cache_hits, "refinement_rounds": stats.refinement_rounds,
-        "space_size": space.raw_size, "seconds": stats.seconds,
+        "sampler": stats.sampler,
+        "seed": req.seed,
+        "trials": shared.complete_count(study),
+        "trials_this_run": stats.trials,
+        "evaluated_plans": scorer.evaluated,
+        "cache_hits": stats.cache_hits,
+        "refinement_rounds": stats.refinement_rounds,
+        "space_size": space.raw_size,
+        "seconds": stats.seconds,
         "study_name": study.study_name if req.storage else None,
     }
     return Outcome(scorer, objectives, found, full, search_info)
@@ -370,7 +411,11 @@ def optimize(req: OptimizeRequest) -> Result:
     """Search, certify and explain (see the module docstring)."""
     out = search_and_certify(req)
     scorer, objectives, found, full, search_info = (
-        out.scorer, out.objectives, out.found, out.full, out.search
+        out.scorer,
+        out.objectives,
+        out.found,
+        out.full,
+        out.search,
     )
     space = scorer.space
     pool = found
@@ -410,9 +455,12 @@ def optimize(req: OptimizeRequest) -> Result:
         if full is not None:
             got = found.objectives[:, found.feasible]
             search_info["exhaustive_front_size"] = len(front)
-            search_info["front_found_by_search"] = int(sum(
-                any(np.allclose(got[:, c], src.objectives[:, j]) for c in range(got.shape[1])) for j in keep
-            ))
+            search_info["front_found_by_search"] = int(
+                sum(
+                    any(np.allclose(got[:, c], src.objectives[:, j]) for c in range(got.shape[1]))
+                    for j in keep
+                )
+            )
         best_i = int(keep[0])
         best = front[0]
         alts = front[1 : 1 + req.alternatives]
@@ -421,12 +469,23 @@ def optimize(req: OptimizeRequest) -> Result:
     best["why"] = explain(best, baseline)
     lim = scorer.limits
     constraints = {
-        "budget_gpus": lim.max_gpus, "budget_usd": lim.max_usd, "deadline_s": lim.deadline_s,
-        "max_global_batch": lim.max_global_batch, "min_global_batch": lim.min_global_batch,
-        "memory_fraction": lim.memory_fraction, "optimizer": req.optimizer,
+        "budget_gpus": lim.max_gpus,
+        "budget_usd": lim.max_usd,
+        "deadline_s": lim.deadline_s,
+        "max_global_batch": lim.max_global_batch,
+        "min_global_batch": lim.min_global_batch,
+        "memory_fraction": lim.memory_fraction,
+        "optimizer": req.optimizer,
         "binding": best["binding"],
     }
     return Result(
-        req.net, objectives, best, alts, front, constraints, search_info, baseline,
+        req.net,
+        objectives,
+        best,
+        alts,
+        front,
+        constraints,
+        search_info,
+        baseline,
         request={k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items()},
     )

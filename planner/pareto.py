@@ -27,10 +27,27 @@ from planner.optimize import (
 from planner.render import to_csv
 from planner.results import dumps
 
-CSV_AXES = ["gpu", "gpus", "gpus_per_node", "nodes", "batch_per_worker", "global_batch", "parallel",
-            "split", "scheme", "precision"]
-CSV_BREAKDOWN = ["forward_ms", "backward_ms", "update_ms", "comm_ms", "iteration_ms",
-                 "throughput_samples_s", "memory_gb"]
+CSV_AXES = [
+    "gpu",
+    "gpus",
+    "gpus_per_node",
+    "nodes",
+    "batch_per_worker",
+    "global_batch",
+    "parallel",
+    "split",
+    "scheme",
+    "precision",
+]
+CSV_BREAKDOWN = [
+    "forward_ms",
+    "backward_ms",
+    "update_ms",
+    "comm_ms",
+    "iteration_ms",
+    "throughput_samples_s",
+    "memory_gb",
+]
 
 
 def _columns(objectives) -> list[str]:
@@ -54,17 +71,26 @@ def _trial_rows(scorer, scored, objectives) -> list[dict]:
     gpu, scheme = np.asarray(sp.gpu), np.asarray(sp.scheme)
     for i in range(len(feasible)):
         split = int(m["split"][i])
-        rows.append({
-            "time_to_train_s": float(m["time_to_train_s"][i]), "cost_usd": float(m["cost_usd"][i]),
-            "gpu": gpu[cols["gpu"][i]], "gpus": int(m["gpus"][i]), "gpus_per_node": int(m["per_node"][i]),
-            "nodes": int(m["nodes"][i]), "batch_per_worker": int(m["batch_per_worker"][i]),
-            "global_batch": int(m["global_batch"][i]), "parallel": "data" if split >= L else "hybrid",
-            "split": "" if split >= L else names[split], "scheme": scheme[cols["scheme"][i]],
-            "precision": str(m["precision_name"][i]),
-            **{k: float(v[i]) for k, v in ms.items()},
-            "throughput_samples_s": float(m["throughput_samples_s"][i]),
-            "memory_gb": float(m["memory_bytes"][i] / 1e9), "feasible": bool(feasible[i]),
-        })
+        rows.append(
+            {
+                "time_to_train_s": float(m["time_to_train_s"][i]),
+                "cost_usd": float(m["cost_usd"][i]),
+                "gpu": gpu[cols["gpu"][i]],
+                "gpus": int(m["gpus"][i]),
+                "gpus_per_node": int(m["per_node"][i]),
+                "nodes": int(m["nodes"][i]),
+                "batch_per_worker": int(m["batch_per_worker"][i]),
+                "global_batch": int(m["global_batch"][i]),
+                "parallel": "data" if split >= L else "hybrid",
+                "split": "" if split >= L else names[split],
+                "scheme": scheme[cols["scheme"][i]],
+                "precision": str(m["precision_name"][i]),
+                **{k: float(v[i]) for k, v in ms.items()},
+                "throughput_samples_s": float(m["throughput_samples_s"][i]),
+                "memory_gb": float(m["memory_bytes"][i] / 1e9),
+                "feasible": bool(feasible[i]),
+            }
+        )
     return rows
 
 
@@ -77,14 +103,20 @@ def _scaling(scorer, front: list[dict]) -> dict:
             continue
         g = sp.gpu.index(p["gpu"])
         counts = [k for k in sp.gpus if k == 1 or k % p["gpus_per_node"] == 0 or k < p["gpus_per_node"]]
-        pn = [sp.per_node.index(min(p["gpus_per_node"], k)) if min(p["gpus_per_node"], k) in sp.per_node
-              else None for k in counts]
+        pn = [
+            sp.per_node.index(min(p["gpus_per_node"], k))
+            if min(p["gpus_per_node"], k) in sp.per_node
+            else None
+            for k in counts
+        ]
         ks = [k for k, x in zip(counts, pn, strict=True) if x is not None]
         pn = [x for x in pn if x is not None]
         n = len(ks) * len(sp.scheme)
         cols = {
-            "gpu": np.full(n, g), "gpus": np.repeat([sp.gpus.index(k) for k in ks], len(sp.scheme)),
-            "per_node": np.repeat(pn, len(sp.scheme)), "split": np.full(n, sp.split.index(sp.n_layers)),
+            "gpu": np.full(n, g),
+            "gpus": np.repeat([sp.gpus.index(k) for k in ks], len(sp.scheme)),
+            "per_node": np.repeat(pn, len(sp.scheme)),
+            "split": np.full(n, sp.split.index(sp.n_layers)),
             "scheme": np.tile(np.arange(len(sp.scheme)), len(ks)),
             "precision": np.full(n, sp.precision.index(p["precision"])),
             "batch": np.full(n, sp.batch.index(p["batch_per_worker"]) if sp.global_batch is None else 0),
@@ -93,9 +125,12 @@ def _scaling(scorer, front: list[dict]) -> dict:
         thr = m["throughput_samples_s"].reshape(len(ks), len(sp.scheme))
         base = thr[0]
         out[p["gpu"]] = {
-            "batch_per_worker": p["batch_per_worker"], "per_node": p["gpus_per_node"],
-            "schemes": {s: [[int(k), float(thr[i, j] / base[j])] for i, k in enumerate(ks)]
-                        for j, s in enumerate(sp.scheme)},
+            "batch_per_worker": p["batch_per_worker"],
+            "per_node": p["gpus_per_node"],
+            "schemes": {
+                s: [[int(k), float(thr[i, j] / base[j])] for i, k in enumerate(ks)]
+                for j, s in enumerate(sp.scheme)
+            },
         }
     return out
 
@@ -103,13 +138,34 @@ def _scaling(scorer, front: list[dict]) -> dict:
 def plan_file(p: dict, req: OptimizeRequest) -> dict:
     """A front plan as a self-describing JSON document `planner estimate --plan` reads."""
     return {
-        "net": req.net, "device": p["gpu"], "network": p["network"], "workers": p["gpus"],
-        "gpus_per_node": p["gpus_per_node"], "batch_per_worker": p["batch_per_worker"],
-        "parallel": p["parallel"], "split": p["split"], "scheme": p["scheme"],
-        "precision": p["precision"], "pipeline": p["pipeline"], "ppp_comp": req.ppp_comp,
-        "ppp_comm": req.ppp_comm, "rules": req.rules, "conv_algorithm": req.conv_algorithm,
-        "expected": {k: p[k] for k in ("forward_ms", "backward_ms", "update_ms", "comm_ms",
-                                       "iteration_ms", "time_to_train_s", "cost_usd", "memory_gb")},
+        "net": req.net,
+        "device": p["gpu"],
+        "network": p["network"],
+        "workers": p["gpus"],
+        "gpus_per_node": p["gpus_per_node"],
+        "batch_per_worker": p["batch_per_worker"],
+        "parallel": p["parallel"],
+        "split": p["split"],
+        "scheme": p["scheme"],
+        "precision": p["precision"],
+        "pipeline": p["pipeline"],
+        "ppp_comp": req.ppp_comp,
+        "ppp_comm": req.ppp_comm,
+        "rules": req.rules,
+        "conv_algorithm": req.conv_algorithm,
+        "expected": {
+            k: p[k]
+            for k in (
+                "forward_ms",
+                "backward_ms",
+                "update_ms",
+                "comm_ms",
+                "iteration_ms",
+                "time_to_train_s",
+                "cost_usd",
+                "memory_gb",
+            )
+        },
     }
 
 
@@ -117,7 +173,11 @@ def run_pareto(req: OptimizeRequest) -> tuple[dict, dict[str, str]]:
     """Search and build the report; returns (report data, files to write). Raises
     :class:`InfeasibleError` before anything is written when no plan is feasible."""
     objectives = [o.strip() for o in req.objective.split(",")]
-    if objectives[:2] != ["time", "cost"] or len(objectives) > 3 or (len(objectives) == 3 and objectives[2] != "memory"):
+    if (
+        objectives[:2] != ["time", "cost"]
+        or len(objectives) > 3
+        or (len(objectives) == 3 and objectives[2] != "memory")
+    ):
         raise BadInput(f"--objectives '{req.objective}' must be time,cost or time,cost,memory")
     from planner.results import versions
 
@@ -131,19 +191,30 @@ def run_pareto(req: OptimizeRequest) -> tuple[dict, dict[str, str]]:
     if out.full is not None:
         got = out.found.objectives[:, out.found.feasible]
         search["exhaustive_front_size"] = len(front)
-        search["front_found_by_search"] = int(sum(
-            any(np.allclose(got[:, c], src.objectives[:, j]) for c in range(got.shape[1])) for j in keep
-        ))
+        search["front_found_by_search"] = int(
+            sum(any(np.allclose(got[:, c], src.objectives[:, j]) for c in range(got.shape[1])) for j in keep)
+        )
     valid = src.objectives[0] < 1e29
     m = scorer.metrics({a: c[valid] for a, c in src.cols.items()})
     lim = scorer.limits
     data = report.report_data(
-        net=req.net, objectives=objectives, front=front, time_s=m[METRIC["time"]], cost_usd=m[METRIC["cost"]],
-        feasible=src.feasible[valid], scaling=_scaling(scorer, front),
+        net=req.net,
+        objectives=objectives,
+        front=front,
+        time_s=m[METRIC["time"]],
+        cost_usd=m[METRIC["cost"]],
+        feasible=src.feasible[valid],
+        scaling=_scaling(scorer, front),
         inputs={k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items()},
-        search=search, versions=versions(),
-        constraints={"budget_gpus": lim.max_gpus, "budget_usd": lim.max_usd, "deadline_s": lim.deadline_s,
-                     "max_global_batch": lim.max_global_batch, "min_global_batch": lim.min_global_batch},
+        search=search,
+        versions=versions(),
+        constraints={
+            "budget_gpus": lim.max_gpus,
+            "budget_usd": lim.max_usd,
+            "deadline_s": lim.deadline_s,
+            "max_global_batch": lim.max_global_batch,
+            "min_global_batch": lim.min_global_batch,
+        },
     )
     cols = _columns(objectives)
     files = report.render_files(data)
@@ -151,8 +222,9 @@ def run_pareto(req: OptimizeRequest) -> tuple[dict, dict[str, str]]:
     files["trials.csv"] = to_csv(_trial_rows(scorer, src, objectives), cols + ["feasible"])
     for k, p in enumerate(data["front"]):
         files[f"plan_{k}.json"] = dumps(plan_file(p, req))
-    files["run.json"] = dumps({"request": data["inputs"], "search": search, "versions": data["versions"],
-                               "report": data})
+    files["run.json"] = dumps(
+        {"request": data["inputs"], "search": search, "versions": data["versions"], "report": data}
+    )
     return data, files
 
 
@@ -176,4 +248,3 @@ def rerender(run_dir: str | Path) -> list[str]:
         tmp.write_text(text)
         tmp.replace(path)
     return sorted(files)
-

@@ -33,8 +33,10 @@ def _pct(x: float) -> str:
 
 def _describe(p: dict) -> str:
     mode = "data parallel" if p["parallel"] == "data" else f"hybrid from {p['split']}"
-    return (f"{p['gpus']} x {p['gpu']} ({p['nodes']}x{p['gpus_per_node']}), {p['batch_per_worker']}/GPU, "
-            f"{mode}, {p['scheme']}, {p['precision']}")
+    return (
+        f"{p['gpus']} x {p['gpu']} ({p['nodes']}x{p['gpus_per_node']}), {p['batch_per_worker']}/GPU, "
+        f"{mode}, {p['scheme']}, {p['precision']}"
+    )
 
 
 def classify(p: dict) -> str:
@@ -65,12 +67,17 @@ def _why(p: dict, i: int, front: list[dict]) -> str:
     it = p["iteration_ms"]
     if kind == "budget-bound":
         limits = [b for b in p["binding"] if b in ("budget_gpus", "budget_usd", "deadline")]
-        text = {"budget_gpus": f"it uses the whole GPU budget ({p['gpus']} GPUs)",
-                "budget_usd": "it spends up to the money budget", "deadline": "it finishes just within the deadline"}
+        text = {
+            "budget_gpus": f"it uses the whole GPU budget ({p['gpus']} GPUs)",
+            "budget_usd": "it spends up to the money budget",
+            "deadline": "it finishes just within the deadline",
+        }
         detail = " and ".join(text[b] for b in limits)
     elif kind == "memory-bound":
-        detail = (f"it needs {p['memory_gb']:.1f} of {p['device_memory_gb']:.0f} GB per GPU, "
-                  "so a larger batch per GPU would not fit")
+        detail = (
+            f"it needs {p['memory_gb']:.1f} of {p['device_memory_gb']:.0f} GB per GPU, "
+            "so a larger batch per GPU would not fit"
+        )
     elif kind == "communication-bound":
         link = p["network"] if p["nodes"] > 1 else p["intra_node_link"]
         detail = f"{p['comm_ms'] / it:.0%} of its {it:,.1f} ms iteration is the {p['scheme']} AllReduce over {link}"
@@ -99,8 +106,18 @@ def _cloud(time_h: np.ndarray, cost: np.ndarray, feasible: np.ndarray, axes: dic
 
 
 def report_data(
-    *, net: str, objectives: list[str], front: list[dict], time_s: np.ndarray, cost_usd: np.ndarray,
-    feasible: np.ndarray, scaling: dict, inputs: dict, search: dict, versions: dict, constraints: dict,
+    *,
+    net: str,
+    objectives: list[str],
+    front: list[dict],
+    time_s: np.ndarray,
+    cost_usd: np.ndarray,
+    feasible: np.ndarray,
+    scaling: dict,
+    inputs: dict,
+    search: dict,
+    versions: dict,
+    constraints: dict,
 ) -> dict:
     """Everything the report shows, as plain data (pure: no I/O, no model evaluation)."""
     front = [dict(p) for p in front]
@@ -143,10 +160,19 @@ def report_data(
 
 
 TABLE = [
-    ("label", "plan"), ("gpu", "GPU"), ("gpus", "GPUs"), ("gpus_per_node", "per node"),
-    ("batch_per_worker", "batch/GPU"), ("parallel", "parallel"), ("scheme", "scheme"),
-    ("time_text", "time to train"), ("cost_usd", "cost ($)"), ("iteration_ms", "iteration (ms)"),
-    ("memory_gb", "memory (GB)"), ("binding_text", "binding constraint"), ("kind", "bound by"),
+    ("label", "plan"),
+    ("gpu", "GPU"),
+    ("gpus", "GPUs"),
+    ("gpus_per_node", "per node"),
+    ("batch_per_worker", "batch/GPU"),
+    ("parallel", "parallel"),
+    ("scheme", "scheme"),
+    ("time_text", "time to train"),
+    ("cost_usd", "cost ($)"),
+    ("iteration_ms", "iteration (ms)"),
+    ("memory_gb", "memory (GB)"),
+    ("binding_text", "binding constraint"),
+    ("kind", "bound by"),
 ]
 
 
@@ -161,12 +187,22 @@ def _inputs_lines(data: dict) -> list[tuple[str, str]]:
     s = data["search"]
     req = {k: v for k, v in data["inputs"].items() if v not in (None, [], ())}
     rows = [("command inputs", ", ".join(f"{k}={v}" for k, v in req.items()))]
-    rows.append(("search", f"{s['sampler']}, seed {s['seed']}, {s['trials']} trials, "
-                           f"{s['evaluated_plans']:,} plans scored in {s['seconds']:.2f} s"))
+    rows.append(
+        (
+            "search",
+            f"{s['sampler']}, seed {s['seed']}, {s['trials']} trials, "
+            f"{s['evaluated_plans']:,} plans scored in {s['seconds']:.2f} s",
+        )
+    )
     if "exhaustive_front_size" in s:
-        rows.append(("certified", f"the whole space was enumerated ({data['evaluated']:,} plans); the exact "
-                                  f"front has {s['exhaustive_front_size']} plans, the search found "
-                                  f"{s['front_found_by_search']} of them"))
+        rows.append(
+            (
+                "certified",
+                f"the whole space was enumerated ({data['evaluated']:,} plans); the exact "
+                f"front has {s['exhaustive_front_size']} plans, the search found "
+                f"{s['front_found_by_search']} of them",
+            )
+        )
     rows.append(("versions", ", ".join(f"{k} {v}" for k, v in data["versions"].items())))
     return rows
 
@@ -193,16 +229,16 @@ def render_html(data: dict) -> str:
     inputs = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in _inputs_lines(data))
     cloud = data["cloud"]["counts"]
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{escape(data['title'])}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{escape(data["title"])}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>
 <body>
-<h1>{escape(data['title'])}</h1>
-<p>{len(f)} Pareto-optimal plans out of {data['evaluated']:,} evaluated ({data['feasible']:,} feasible).
-Fastest: {escape(f[0]['description'])}, {escape(f[0]['time_text'])} for ${f[0]['cost_usd']:,.2f}.
-Cheapest: {escape(f[-1]['description'])}, {escape(f[-1]['time_text'])} for ${f[-1]['cost_usd']:,.2f}.</p>
+<h1>{escape(data["title"])}</h1>
+<p>{len(f)} Pareto-optimal plans out of {data["evaluated"]:,} evaluated ({data["feasible"]:,} feasible).
+Fastest: {escape(f[0]["description"])}, {escape(f[0]["time_text"])} for ${f[0]["cost_usd"]:,.2f}.
+Cheapest: {escape(f[-1]["description"])}, {escape(f[-1]["time_text"])} for ${f[-1]["cost_usd"]:,.2f}.</p>
 <h2>Pareto front</h2>
-<p class="muted">Every evaluated plan is drawn faintly ({cloud['feasible']:,} feasible in grey,
-{cloud['infeasible']:,} infeasible in red; {cloud['outside_axes']:,} lie beyond the axes, far
+<p class="muted">Every evaluated plan is drawn faintly ({cloud["feasible"]:,} feasible in grey,
+{cloud["infeasible"]:,} infeasible in red; {cloud["outside_axes"]:,} lie beyond the axes, far
 from the front); hover a point for its plan.</p>
 {charts.front_chart(data)}
 <h2>Why each plan is on the front</h2>
@@ -226,17 +262,37 @@ def render_markdown(data: dict, chart_dir: str = "charts") -> str:
     """The same report for a terminal or a pull request; charts are SVG files beside it."""
     f = data["front"]
     lines = [f"# {data['title']}", ""]
-    lines.append(f"{len(f)} Pareto-optimal plans out of {data['evaluated']:,} evaluated "
-                 f"({data['feasible']:,} feasible).")
-    lines += ["", "## Pareto front", "", f"![Pareto front]({chart_dir}/front.svg)", "",
-              "## Why each plan is on the front", ""]
+    lines.append(
+        f"{len(f)} Pareto-optimal plans out of {data['evaluated']:,} evaluated "
+        f"({data['feasible']:,} feasible)."
+    )
+    lines += [
+        "",
+        "## Pareto front",
+        "",
+        f"![Pareto front]({chart_dir}/front.svg)",
+        "",
+        "## Why each plan is on the front",
+        "",
+    ]
     lines += [f"- {p['why']}" for p in f]
     lines += ["", "## The front", ""]
     lines.append("| " + " | ".join(h for _, h in TABLE) + " |")
     lines.append("|" + "---|" * len(TABLE))
     lines += ["| " + " | ".join(_cell(p, k).replace("|", "/") for k, _ in TABLE) + " |" for p in f]
-    lines += ["", "## Where the time goes", "", f"![Breakdown]({chart_dir}/breakdown.svg)", "",
-              "## Scaling", "", f"![Scaling]({chart_dir}/scaling.svg)", "", "## Inputs", ""]
+    lines += [
+        "",
+        "## Where the time goes",
+        "",
+        f"![Breakdown]({chart_dir}/breakdown.svg)",
+        "",
+        "## Scaling",
+        "",
+        f"![Scaling]({chart_dir}/scaling.svg)",
+        "",
+        "## Inputs",
+        "",
+    ]
     lines += [f"- **{k}**: {v}" for k, v in _inputs_lines(data)]
     return "\n".join(lines) + "\n"
 
@@ -250,4 +306,3 @@ def render_files(data: dict) -> dict[str, str]:
         "charts/breakdown.svg": charts.breakdown_chart(data),
         "charts/scaling.svg": charts.scaling_chart(data),
     }
-

@@ -19,8 +19,10 @@ def versions() -> dict:
     import planner
 
     return {
-        "planner": planner.__version__, "python": platform.python_version(),
-        "numpy": numpy.__version__, "optuna": optuna.__version__,
+        "planner": planner.__version__,
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "optuna": optuna.__version__,
     }
 
 

@@ -123,17 +123,22 @@ def open_study(objectives, seed, storage=None, study_name=None):
             from optuna.storages import JournalStorage
             from optuna.storages.journal import JournalFileBackend
 
-            path = storage[len("journal:"):]
+            path = storage[len("journal:") :]
             if not path:
                 raise ValueError("journal: needs a file name, e.g. journal:studies.journal")
             backend = JournalStorage(JournalFileBackend(path))
         return optuna.create_study(
-            storage=backend, study_name=study_name, directions=directions,
-            sampler=_sampler(objectives, seed), load_if_exists=study_name is not None,
+            storage=backend,
+            study_name=study_name,
+            directions=directions,
+            sampler=_sampler(objectives, seed),
+            load_if_exists=study_name is not None,
         )
     except ValueError as exc:
         if "directions" in str(exc) or "direction" in str(exc):
-            raise BadInput(f"study '{study_name}' in {storage} was made for other objectives: {exc}") from None
+            raise BadInput(
+                f"study '{study_name}' in {storage} was made for other objectives: {exc}"
+            ) from None
         raise BadInput(f"cannot open --storage {storage}: {exc}") from None
     except Exception as exc:  # driver missing, server down, bad URL: one line, no traceback
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -142,8 +147,14 @@ def open_study(objectives, seed, storage=None, study_name=None):
 
 
 def run(
-    scorer: Scorer, objectives: tuple[str, ...], study, trials: int, batch: int = 32,
-    timeout: float | None = None, refine: bool = True, stale_after: float = STALE_AFTER_S,
+    scorer: Scorer,
+    objectives: tuple[str, ...],
+    study,
+    trials: int,
+    batch: int = 32,
+    timeout: float | None = None,
+    refine: bool = True,
+    stale_after: float = STALE_AFTER_S,
 ) -> tuple[Scored, SearchStats]:
     """Bring ``study`` to ``trials`` COMPLETE trials; return every distinct plan it scored.
 
@@ -164,9 +175,9 @@ def run(
             continue
         keys = []
         for t in asked:
-            keys.append(tuple(
-                space.choices(a).index(t.suggest_categorical(a, list(space.choices(a)))) for a in AXES
-            ))
+            keys.append(
+                tuple(space.choices(a).index(t.suggest_categorical(a, list(space.choices(a)))) for a in AXES)
+            )
         fresh = sorted({k for k in keys if k not in cache})
         stats.cache_hits += len(keys) - len(fresh)
         if fresh:

@@ -79,7 +79,9 @@ class Space:
             return np.ceil(self.global_batch / k).astype(np.int64)
         return np.asarray(self.batch)[cols["batch"]]
 
-    def to_plans(self, cols: dict[str, np.ndarray], ppp_comp: float, ppp_comm: float, pipeline: bool) -> Plans:
+    def to_plans(
+        self, cols: dict[str, np.ndarray], ppp_comp: float, ppp_comm: float, pipeline: bool
+    ) -> Plans:
         """Index arrays -> evaluator plans. Link table: [network, intra-node link of each gpu]."""
         return plans(
             self.n_layers,

@@ -37,8 +37,8 @@ def _storage(url: str):
             from optuna.storages import JournalStorage
             from optuna.storages.journal import JournalFileBackend
 
-            Path(url[len("journal:"):]).parent.mkdir(parents=True, exist_ok=True)
-            _STORAGES[url] = JournalStorage(JournalFileBackend(url[len("journal:"):]))
+            Path(url[len("journal:") :]).parent.mkdir(parents=True, exist_ok=True)
+            _STORAGES[url] = JournalStorage(JournalFileBackend(url[len("journal:") :]))
         else:
             import optuna
 
@@ -62,8 +62,9 @@ def prepare(spec: SweepSpec) -> None:
     for cell in spec.cells():
         if cell.study not in existing:
             n = len(cell.request.objective.split(","))
-            optuna.create_study(storage=storage, study_name=cell.study, directions=["minimize"] * n,
-                                load_if_exists=True)
+            optuna.create_study(
+                storage=storage, study_name=cell.study, directions=["minimize"] * n, load_if_exists=True
+            )
 
 
 def load_with(path, results: str | None = None, storage: str | None = None) -> SweepSpec:
@@ -74,7 +75,9 @@ def load_with(path, results: str | None = None, storage: str | None = None) -> S
     return replace(spec, storage_url=storage) if storage else spec
 
 
-def run_cell(spec_path: str, index: int, results: str | None = None, storage: str | None = None) -> tuple[str, str]:
+def run_cell(
+    spec_path: str, index: int, results: str | None = None, storage: str | None = None
+) -> tuple[str, str]:
     """Optimise one study to completion and store its result; returns (study, state).
 
     The worker of both backends. Safe to run several times at once on the same study.
@@ -168,8 +171,10 @@ def run_local(spec: SweepSpec, workers: int | None = None, progress: bool | None
     workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
     if todo:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(run_cell, str(spec.path), c.index, str(spec.results), spec.storage_url)
-                       for c in todo]
+            futures = [
+                pool.submit(run_cell, str(spec.path), c.index, str(spec.results), spec.storage_url)
+                for c in todo
+            ]
             _watch(spec, todo, futures, progress)
             for f in futures:
                 f.result()  # re-raise a crash of the pool itself
@@ -183,8 +188,13 @@ def _watch(spec: SweepSpec, todo: list[Cell], futures, progress: bool | None) ->
     if interactive:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), transient=False) as bar:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            transient=False,
+        ) as bar:
             overall = bar.add_task(f"[bold]{spec.name}: all studies", total=total)
             tasks = {c.study: bar.add_task(c.study.split(".")[1][:40], total=spec.trials) for c in todo}
             while not all(f.done() for f in futures):
@@ -216,8 +226,15 @@ def task_indices(spec: SweepSpec, cells: list[Cell], per_study: int) -> list[int
     return [c.index * per_study + k for c in cells for k in range(per_study)]
 
 
-def slurm_script(spec: SweepSpec, tasks: list[int], per_study: int, partition: str | None,
-                 time_limit: str, array_parallel: int | None, python: str | None = None) -> str:
+def slurm_script(
+    spec: SweepSpec,
+    tasks: list[int],
+    per_study: int,
+    partition: str | None,
+    time_limit: str,
+    array_parallel: int | None,
+    python: str | None = None,
+) -> str:
     """The sbatch script of the job array; every task runs `planner sweep worker`."""
     folder = spec.folder.resolve()
     array = _ranges(tasks) + (f"%{array_parallel}" if array_parallel else "")
@@ -236,7 +253,7 @@ def slurm_script(spec: SweepSpec, tasks: list[int], per_study: int, partition: s
     py = python or sys.executable
     lines += [
         "set -euo pipefail",
-        f"exec {py} -m planner sweep worker {folder / 'spec.yaml'} --task \"$SLURM_ARRAY_TASK_ID\" "
+        f'exec {py} -m planner sweep worker {folder / "spec.yaml"} --task "$SLURM_ARRAY_TASK_ID" '
         f"--workers-per-study {per_study} --results {spec.results.resolve()}"
         + (f" --storage '{spec.storage_url}'" if spec.storage_url else ""),
         "",
@@ -269,7 +286,9 @@ def submit(spec: SweepSpec, script: str) -> str:
     path.write_text(script)
     proc = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise PlannerError(f"sbatch failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
+        raise PlannerError(
+            f"sbatch failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}"
+        )
     job = proc.stdout.strip().split(";")[0]
     jobs_file = spec.folder / "slurm.json"
     jobs = json.loads(jobs_file.read_text()) if jobs_file.exists() else []
@@ -287,8 +306,9 @@ def slurm_states(spec: SweepSpec, per_study: int | None = None) -> dict[int, str
     if not jobs_file.exists() or not shutil.which("squeue"):
         return {}
     job = json.loads(jobs_file.read_text())[-1]["job_id"]
-    proc = subprocess.run(["squeue", "-h", "-r", "-j", job, "-o", "%K %T"], capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(
+        ["squeue", "-h", "-r", "-j", job, "-o", "%K %T"], capture_output=True, text=True, check=False
+    )
     per_study = per_study or int(_script_k(spec.folder / "sweep.sbatch"))
     states: dict[int, str] = {}
     for line in proc.stdout.splitlines():

@@ -11,9 +11,27 @@ from html import escape
 from planner import charts
 from planner.render import duration
 
-PLAN_COLUMNS = ["gpu", "gpus", "gpus_per_node", "nodes", "batch_per_worker", "global_batch", "parallel",
-                "split", "scheme", "precision", "time_to_train_s", "cost_usd", "iteration_ms", "forward_ms",
-                "backward_ms", "update_ms", "comm_ms", "throughput_samples_s", "memory_gb"]
+PLAN_COLUMNS = [
+    "gpu",
+    "gpus",
+    "gpus_per_node",
+    "nodes",
+    "batch_per_worker",
+    "global_batch",
+    "parallel",
+    "split",
+    "scheme",
+    "precision",
+    "time_to_train_s",
+    "cost_usd",
+    "iteration_ms",
+    "forward_ms",
+    "backward_ms",
+    "update_ms",
+    "comm_ms",
+    "throughput_samples_s",
+    "memory_gb",
+]
 
 
 def _label(v) -> str:
@@ -25,9 +43,15 @@ def collect_data(name: str, statuses: list) -> dict:
     rows, fronts, missing = [], {}, []
     for st in statuses:
         cell = st.cell
-        base = {"study": cell.study, **{k: _label(v) for k, v in cell.values.items()},
-                "net": cell.request.net, "budget": "+".join(cell.request.budget) or "none",
-                "objective": cell.request.objective, "state": st.state, "trials": st.complete}
+        base = {
+            "study": cell.study,
+            **{k: _label(v) for k, v in cell.values.items()},
+            "net": cell.request.net,
+            "budget": "+".join(cell.request.budget) or "none",
+            "objective": cell.request.objective,
+            "state": st.state,
+            "trials": st.complete,
+        }
         if st.state != "done":
             missing.append(cell.study)
             rows.append(base)
@@ -37,12 +61,18 @@ def collect_data(name: str, statuses: list) -> dict:
             rows.append({**base, "note": result["infeasible"]})
             continue
         best = result["best"]
-        rows.append({**base, **{k: best.get(k) for k in PLAN_COLUMNS},
-                     "front_size": len(result.get("pareto") or []) or None,
-                     "gap": result["search"].get("gap")})
+        rows.append(
+            {
+                **base,
+                **{k: best.get(k) for k in PLAN_COLUMNS},
+                "front_size": len(result.get("pareto") or []) or None,
+                "gap": result["search"].get("gap"),
+            }
+        )
         if result.get("pareto"):
             fronts.setdefault(cell.request.net, []).append(
-                {"study": cell.study, "budget": base["budget"], "front": result["pareto"]})
+                {"study": cell.study, "budget": base["budget"], "front": result["pareto"]}
+            )
     pivots = {}
     for objective, metric in (("time", "time_to_train_s"), ("cost", "cost_usd")):
         table: dict[str, dict[str, dict]] = {}
@@ -98,13 +128,23 @@ def render_markdown(data: dict) -> str:
             lines.append("| GPUs | GPU | batch/GPU | scheme | time to train | cost |")
             lines.append("|---|---|---|---|---|---|")
             for p in s["front"]:
-                lines.append(f"| {p['gpus']} | {p['gpu']} | {p['batch_per_worker']} | {p['scheme']} | "
-                             f"{duration(p['time_to_train_s'])} | ${p['cost_usd']:,.2f} |")
+                lines.append(
+                    f"| {p['gpus']} | {p['gpu']} | {p['batch_per_worker']} | {p['scheme']} | "
+                    f"{duration(p['time_to_train_s'])} | ${p['cost_usd']:,.2f} |"
+                )
             lines.append("")
-    lines += ["## All studies", "", "| study | state | trials | best plan | time to train | cost |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "## All studies",
+        "",
+        "| study | state | trials | best plan | time to train | cost |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in data["rows"]:
-        plan = f"{r['gpus']} x {r['gpu']}, {r['batch_per_worker']}/GPU, {r['scheme']}" if r.get("gpu") else r.get("note", "")
+        plan = (
+            f"{r['gpus']} x {r['gpu']}, {r['batch_per_worker']}/GPU, {r['scheme']}"
+            if r.get("gpu")
+            else r.get("note", "")
+        )
         t = duration(r["time_to_train_s"]) if r.get("time_to_train_s") is not None else ""
         c = f"${r['cost_usd']:,.2f}" if r.get("cost_usd") is not None else ""
         lines.append(f"| {r['study']} | {r['state']} | {r['trials']} | {plan} | {t} | {c} |")
@@ -117,16 +157,31 @@ def _front_svg(net: str, studies: list[dict]) -> str:
 
     from planner.report import report_data
 
-    front = sorted(({**p, "gpu": s["budget"]} for s in studies for p in s["front"]),
-                   key=lambda p: p["time_to_train_s"])
-    data = report_data(
-        net=net, objectives=["time", "cost"], front=front,
-        time_s=np.array([p["time_to_train_s"] for p in front]), cost_usd=np.array([p["cost_usd"] for p in front]),
-        feasible=np.zeros(len(front), dtype=bool), scaling={}, inputs={}, search={}, versions={}, constraints={},
+    front = sorted(
+        ({**p, "gpu": s["budget"]} for s in studies for p in s["front"]), key=lambda p: p["time_to_train_s"]
     )
-    data["cloud"] = {**data["cloud"], "feasible": [], "infeasible": [],
-                     "counts": {"feasible": 0, "infeasible": 0, "outside_axes": 0}}
-    data.update(gpu_colors=charts.colors(sorted({s["budget"] for s in studies})), series=True, legend="budget")
+    data = report_data(
+        net=net,
+        objectives=["time", "cost"],
+        front=front,
+        time_s=np.array([p["time_to_train_s"] for p in front]),
+        cost_usd=np.array([p["cost_usd"] for p in front]),
+        feasible=np.zeros(len(front), dtype=bool),
+        scaling={},
+        inputs={},
+        search={},
+        versions={},
+        constraints={},
+    )
+    data["cloud"] = {
+        **data["cloud"],
+        "feasible": [],
+        "infeasible": [],
+        "counts": {"feasible": 0, "infeasible": 0, "outside_axes": 0},
+    }
+    data.update(
+        gpu_colors=charts.colors(sorted({s["budget"] for s in studies})), series=True, legend="budget"
+    )
     return charts.front_chart(data, labels=False)
 
 
@@ -144,9 +199,12 @@ def render_html(data: dict) -> str:
         budgets, rows = _pivot(table, metric)
         head = "".join(f"<th>{escape(b)}</th>" for b in budgets)
         trs = "".join(
-            f"<tr><td>{escape(net)}</td>" + "".join(
+            f"<tr><td>{escape(net)}</td>"
+            + "".join(
                 f"<td>{escape(c[0])}<br><span class='muted'>{escape(c[1])}</span></td>" if c else "<td></td>"
-                for c in cells) + "</tr>"
+                for c in cells
+            )
+            + "</tr>"
             for net, cells in rows
         )
         return f"<h2>{escape(title)}</h2><table class='pivot'><tr><th>net</th>{head}</tr>{trs}</table>"
@@ -157,13 +215,25 @@ def render_html(data: dict) -> str:
         body.append(pivot("Cheapest plan per net and budget", data["pivots"]["cost"], "cost_usd"))
     for net, studies in data["fronts"].items():
         body.append(f"<h2>Pareto front of {escape(net)}</h2>{_front_svg(net, studies)}")
-    head = "".join(f"<th>{h}</th>" for h in ("study", "state", "trials", "best plan", "time to train", "cost"))
+    head = "".join(
+        f"<th>{h}</th>" for h in ("study", "state", "trials", "best plan", "time to train", "cost")
+    )
     rows = []
     for r in data["rows"]:
-        plan = f"{r['gpus']} x {r['gpu']}, {r['batch_per_worker']}/GPU, {r['scheme']}" if r.get("gpu") else r.get("note", "")
+        plan = (
+            f"{r['gpus']} x {r['gpu']}, {r['batch_per_worker']}/GPU, {r['scheme']}"
+            if r.get("gpu")
+            else r.get("note", "")
+        )
         t = duration(r["time_to_train_s"]) if r.get("time_to_train_s") is not None else ""
         c = f"${r['cost_usd']:,.2f}" if r.get("cost_usd") is not None else ""
-        rows.append("<tr>" + "".join(f"<td>{escape(str(x))}</td>" for x in (r["study"], r["state"], r["trials"], plan, t, c)) + "</tr>")
+        rows.append(
+            "<tr>"
+            + "".join(f"<td>{escape(str(x))}</td>" for x in (r["study"], r["state"], r["trials"], plan, t, c))
+            + "</tr>"
+        )
     body.append(f"<h2>All studies</h2><table><tr>{head}</tr>{''.join(rows)}</table>")
-    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Sweep {escape(data['name'])}</title>"
-            f"<style>{CSS} .pivot td,.pivot th{{text-align:left}}</style></head><body>{''.join(body)}</body></html>\n")
+    return (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Sweep {escape(data['name'])}</title>"
+        f"<style>{CSS} .pivot td,.pivot th{{text-align:left}}</style></head><body>{''.join(body)}</body></html>\n"
+    )

@@ -33,11 +33,26 @@ from planner.optimize import OptimizeRequest
 TOP_KEYS = ("name", "description", "trials", "seed", "storage", "results", "grid", "options")
 # optimizer options a sweep may set, with their accepted types
 OPTION_TYPES: dict[str, tuple[type, ...]] = {
-    "net": (str,), "budget": (str, int, list), "deadline": (str,), "objective": (str,), "gpu": (str,),
-    "network": (str,), "epochs": (int, float), "dataset_size": (int,), "global_batch": (int,),
-    "max_global_batch": (int,), "min_global_batch": (int,), "optimizer": (str,), "precision": (str,),
-    "pipeline": (bool,), "hybrid": (bool,), "ppp_comp": (int, float), "ppp_comm": (int, float),
-    "rules": (str,), "conv_algorithm": (str,), "exhaustive": (str,),
+    "net": (str,),
+    "budget": (str, int, list),
+    "deadline": (str,),
+    "objective": (str,),
+    "gpu": (str,),
+    "network": (str,),
+    "epochs": (int, float),
+    "dataset_size": (int,),
+    "global_batch": (int,),
+    "max_global_batch": (int,),
+    "min_global_batch": (int,),
+    "optimizer": (str,),
+    "precision": (str,),
+    "pipeline": (bool,),
+    "hybrid": (bool,),
+    "ppp_comp": (int, float),
+    "ppp_comm": (int, float),
+    "rules": (str,),
+    "conv_algorithm": (str,),
+    "exhaustive": (str,),
 }
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -101,15 +116,17 @@ def _request(opts: dict, spec: SweepSpec) -> OptimizeRequest:
     if "budget" in opts:
         kwargs["budget"] = _budgets(opts["budget"])
     return OptimizeRequest(
-        **kwargs, trials=spec.trials, seed=spec.seed, storage=spec.storage, study_name=None,
+        **kwargs,
+        trials=spec.trials,
+        seed=spec.seed,
+        storage=spec.storage,
+        study_name=None,
     )
 
 
 def study_name(sweep: str, values: dict, opts: dict, spec: SweepSpec) -> str:
     """Readable and stable: the grid values, plus a hash of everything that shapes the study."""
-    label = "-".join(
-        "+".join(_budgets(v)) if isinstance(v, list) else str(v) for v in values.values()
-    )
+    label = "-".join("+".join(_budgets(v)) if isinstance(v, list) else str(v) for v in values.values())
     label = re.sub(r"[^A-Za-z0-9_.+$-]+", "_", label).replace("$", "usd")
     digest = hashlib.sha1(
         json.dumps({"opts": opts, "trials": spec.trials, "seed": spec.seed}, sort_keys=True).encode()
@@ -144,8 +161,12 @@ def load(path: str | Path, results: str | Path | None = None) -> SweepSpec:
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise _fail(path, f"'{key}' must be an integer >= {lo}, got {v!r}")
     storage = raw.get("storage")
-    if storage is not None and not (isinstance(storage, str) and re.match(r"^(journal:|sqlite:|postgresql)", storage)):
-        raise _fail(path, f"'storage' must be journal:FILE, sqlite:///FILE or postgresql://..., got {storage!r}")
+    if storage is not None and not (
+        isinstance(storage, str) and re.match(r"^(journal:|sqlite:|postgresql)", storage)
+    ):
+        raise _fail(
+            path, f"'storage' must be journal:FILE, sqlite:///FILE or postgresql://..., got {storage!r}"
+        )
     grid = raw.get("grid")
     if not isinstance(grid, dict) or not grid:
         raise _fail(path, "'grid' must map option names to lists of values, e.g. net: [alexnet, vgg16]")
@@ -163,7 +184,9 @@ def load(path: str | Path, results: str | Path | None = None) -> SweepSpec:
             else:
                 values = [value]
             for v in values:
-                if not isinstance(v, OPTION_TYPES[key]) or (isinstance(v, bool) and bool not in OPTION_TYPES[key]):
+                if not isinstance(v, OPTION_TYPES[key]) or (
+                    isinstance(v, bool) and bool not in OPTION_TYPES[key]
+                ):
                     accepted = " or ".join(t.__name__ for t in OPTION_TYPES[key])
                     raise _fail(path, f"{where}.{key} value {v!r} is not {accepted}")
     both = set(grid) & set(options)
@@ -185,4 +208,3 @@ def load(path: str | Path, results: str | Path | None = None) -> SweepSpec:
         except PlannerError as exc:
             raise _fail(path, f"cell {cell.values}: {exc}") from None
     return spec
-

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 SKIP_MESSAGE = (
-    "reference data not found: put the project's shared/ folder beside the clone "
-    "or set PLANNER_SHARED"
+    "reference data not found: put the project's shared/ folder beside the clone or set PLANNER_SHARED"
 )
 DEMO_JSON = Path("reference") / "paleo_demo_precompute.json"
 

@@ -45,8 +45,18 @@ class Case(NamedTuple):
 CASES = [
     # §D.3, "Case FireCaffe/NiN, batch 256, strong scaling"
     Case(
-        "firecaffe_nin_b256_strong", "nin", "K20X", "infiniband", 256, "strong", 0.21, 0.56,
-        k1={"paleo-2016": (667.163, 1250.826, 0.343, 1918.332), "paleo-2018": (667.963, 1253.477, 0.343, 1921.783)},
+        "firecaffe_nin_b256_strong",
+        "nin",
+        "K20X",
+        "infiniband",
+        256,
+        "strong",
+        0.21,
+        0.56,
+        k1={
+            "paleo-2016": (667.163, 1250.826, 0.343, 1918.332),
+            "paleo-2018": (667.963, 1253.477, 0.343, 1921.783),
+        },
         table="""
             K | 1 | 2 | 4 | 8 | 16 | 32 | 64 | 128
             compute ms | 1918.33 | 960.14 | 481.05 | 241.50 | 121.73 | 61.84 | 31.90 | 16.93
@@ -61,8 +71,18 @@ CASES = [
     ),
     # §D.3, "Case FireCaffe/NiN, batch 1024, strong scaling"
     Case(
-        "firecaffe_nin_b1024_strong", "nin", "K20X", "infiniband", 1024, "strong", 0.21, 0.56,
-        k1={"paleo-2016": (2667.036, 5000.081, 0.343, 7667.46), "paleo-2018": (2670.235, 5010.683, 0.343, 7681.262)},
+        "firecaffe_nin_b1024_strong",
+        "nin",
+        "K20X",
+        "infiniband",
+        1024,
+        "strong",
+        0.21,
+        0.56,
+        k1={
+            "paleo-2016": (2667.036, 5000.081, 0.343, 7667.46),
+            "paleo-2018": (2670.235, 5010.683, 0.343, 7681.262),
+        },
         table="""
             K | 1 | 2 | 4 | 8 | 16 | 32 | 64 | 128
             compute ms | 7667.46 | 3834.71 | 1918.33 | 960.14 | 481.05 | 241.50 | 121.73 | 61.84
@@ -77,8 +97,18 @@ CASES = [
     ),
     # §D.3, "Case Inception v3, 256 per worker, weak scaling"
     Case(
-        "inception_b256_weak", "inception_v3", "K40", "ethernet", 256, "weak", 0.62, 0.72,
-        k1={"paleo-2016": (1254.131, 2691.91, 0.932, 3946.973), "paleo-2018": (1257.565, 2701.069, 0.932, 3959.566)},
+        "inception_b256_weak",
+        "inception_v3",
+        "K40",
+        "ethernet",
+        256,
+        "weak",
+        0.62,
+        0.72,
+        k1={
+            "paleo-2016": (1254.131, 2691.91, 0.932, 3946.973),
+            "paleo-2018": (1257.565, 2701.069, 0.932, 3959.566),
+        },
         table="""
             K | 1 | 2 | 4 | 8 | 16 | 50 | 100
             OneToAll comm ms | 0.00 | 210.97 | 632.91 | 1476.80 | 3164.57 | 10337.61 | 20886.19
@@ -92,8 +122,18 @@ CASES = [
     ),
     # §D.3, "Hypothetical AlexNet, batch 2048, strong scaling"
     Case(
-        "alexnet_b2048_strong", "alexnet", "K80", "ethernet20", 2048, "strong", 0.62, 1.0,
-        k1={"paleo-2016": (902.86, 2447.09, 1.189, 3351.139), "paleo-2018": (904.507, 2459.606, 1.189, 3365.302)},
+        "alexnet_b2048_strong",
+        "alexnet",
+        "K80",
+        "ethernet20",
+        2048,
+        "strong",
+        0.62,
+        1.0,
+        k1={
+            "paleo-2016": (902.86, 2447.09, 1.189, 3351.139),
+            "paleo-2018": (904.507, 2459.606, 1.189, 3365.302),
+        },
         table="""
             K | 1 | 2 | 4 | 8 | 16 | 32 | 64 | 128
             compute ms | 3351.14 | 1677.11 | 840.09 | 421.59 | 212.33 | 107.70 | 55.39 | 29.23
@@ -108,8 +148,18 @@ CASES = [
     ),
     # §D.3, "Hypothetical AlexNet, 2048 per worker, weak scaling"
     Case(
-        "alexnet_b2048_weak", "alexnet", "K80", "ethernet20", 2048, "weak", 0.62, 1.0,
-        k1={"paleo-2016": (902.86, 2447.09, 1.189, 3351.139), "paleo-2018": (904.507, 2459.606, 1.189, 3365.302)},
+        "alexnet_b2048_weak",
+        "alexnet",
+        "K80",
+        "ethernet20",
+        2048,
+        "weak",
+        0.62,
+        1.0,
+        k1={
+            "paleo-2016": (902.86, 2447.09, 1.189, 3351.139),
+            "paleo-2018": (904.507, 2459.606, 1.189, 3365.302),
+        },
         table="""
             K | 1 | 2 | 4 | 8 | 16 | 32 | 64 | 128
             OneToAll comm ms | 0.00 | 160.97 | 482.92 | 1126.81 | 2414.59 | 4990.15 | 10141.27 | 20443.51
@@ -123,8 +173,18 @@ CASES = [
     ),
     # §D.3, "Hypothetical AlexNet, batch 256, strong scaling"
     Case(
-        "alexnet_b256_strong", "alexnet", "K80", "ethernet20", 256, "strong", 0.62, 1.0,
-        k1={"paleo-2016": (113.408, 306.988, 1.189, 421.585), "paleo-2018": (113.614, 308.552, 1.189, 423.356)},
+        "alexnet_b256_strong",
+        "alexnet",
+        "K80",
+        "ethernet20",
+        256,
+        "strong",
+        0.62,
+        1.0,
+        k1={
+            "paleo-2016": (113.408, 306.988, 1.189, 421.585),
+            "paleo-2018": (113.614, 308.552, 1.189, 423.356),
+        },
         table="""
             K | 1 | 2 | 4 | 8 | 16 | 32 | 64 | 128
             compute ms | 421.59 | 212.33 | 107.70 | 55.39 | 29.23 | 16.16 | 9.62 | 6.35
@@ -139,8 +199,18 @@ CASES = [
     ),
     # §D.3, "Hypothetical AlexNet, 256 per worker, weak scaling"
     Case(
-        "alexnet_b256_weak", "alexnet", "K80", "ethernet20", 256, "weak", 0.62, 1.0,
-        k1={"paleo-2016": (113.408, 306.988, 1.189, 421.585), "paleo-2018": (113.614, 308.552, 1.189, 423.356)},
+        "alexnet_b256_weak",
+        "alexnet",
+        "K80",
+        "ethernet20",
+        256,
+        "weak",
+        0.62,
+        1.0,
+        k1={
+            "paleo-2016": (113.408, 306.988, 1.189, 421.585),
+            "paleo-2018": (113.614, 308.552, 1.189, 423.356),
+        },
         table="""
             K | 1 | 2 | 4 | 8 | 16 | 32 | 64 | 128
             OneToAll comm ms | 0.00 | 160.97 | 482.92 | 1126.81 | 2414.59 | 4990.15 | 10141.27 | 20443.51
@@ -154,8 +224,18 @@ CASES = [
     ),
     # §D.3, "MXNet case: Inception v3, 32 per worker, weak scaling"
     Case(
-        "mxnet_inception_b32_weak", "inception_v3", "K80", "ethernet20", 32, "weak", 0.49, 0.72,
-        k1={"paleo-2016": (147.971, 319.357, 0.561, 467.889), "paleo-2018": (148.297, 320.227, 0.561, 469.085)},
+        "mxnet_inception_b32_weak",
+        "inception_v3",
+        "K80",
+        "ethernet20",
+        32,
+        "weak",
+        0.49,
+        0.72,
+        k1={
+            "paleo-2016": (147.971, 319.357, 0.561, 467.889),
+            "paleo-2018": (148.297, 320.227, 0.561, 469.085),
+        },
         table="""
             K | 1 | 2 | 4 | 8 | 16 | 32 | 64 | 128
             OneToAll comm ms | 0.00 | 105.49 | 316.46 | 738.40 | 1582.29 | 3270.06 | 6645.61 | 13396.70
@@ -169,8 +249,18 @@ CASES = [
     ),
     # §D.3, "MXNet case: AlexNet, 512 per worker, weak scaling"
     Case(
-        "mxnet_alexnet_b512_weak", "alexnet", "K80", "ethernet20", 512, "weak", 0.49, 0.72,
-        k1={"paleo-2016": (286.196, 775.274, 1.189, 1062.659), "paleo-2018": (286.717, 779.233, 1.189, 1067.139)},
+        "mxnet_alexnet_b512_weak",
+        "alexnet",
+        "K80",
+        "ethernet20",
+        512,
+        "weak",
+        0.49,
+        0.72,
+        k1={
+            "paleo-2016": (286.196, 775.274, 1.189, 1062.659),
+            "paleo-2018": (286.717, 779.233, 1.189, 1067.139),
+        },
         table="""
             K | 1 | 2 | 4 | 8 | 16 | 32 | 64 | 128
             OneToAll comm ms | 0.00 | 223.57 | 670.72 | 1565.01 | 3353.59 | 6930.76 | 14085.10 | 28393.76
@@ -184,7 +274,14 @@ CASES = [
     ),
     # §D.3, "Hybrid-case baseline: alex_v2_1gpu, 128 per worker, weak data parallelism"
     Case(
-        "hybrid_baseline_alexnet_cc2_b128_weak", "alexnet_cc2", "K20", "pcie2", 128, "weak", 0.46, 0.75,
+        "hybrid_baseline_alexnet_cc2_b128_weak",
+        "alexnet_cc2",
+        "K20",
+        "pcie2",
+        128,
+        "weak",
+        0.46,
+        0.75,
         k1={"paleo-2016": (107.835, 300.41, 2.691, 410.936), "paleo-2018": (108.122, 302.776, 2.691, 413.59)},
         table="""
             K | 1 | 2 | 4 | 8
@@ -197,7 +294,6 @@ CASES = [
             Tree speedup (paleo-2018) | 1.00 | 1.72 | 3.03 | 5.41
         """,
     ),
-
 ]
 
 
@@ -221,16 +317,25 @@ def _estimate_cached(case_id: str, rules: str) -> dict[tuple[int, str], dict]:
     case = _CASES_BY_ID[case_id]
     workers, _ = _rows(case)
     req = EstimateRequest(
-        net=case.net, device=case.device, network=case.network, batch=case.batch,
-        workers=workers, scaling=case.scaling, schemes=tuple(SCHEMES.values()),
-        ppp_comp=case.ppp_comp, ppp_comm=case.ppp_comm, rules=rules, conv_algorithm="gemm",
+        net=case.net,
+        device=case.device,
+        network=case.network,
+        batch=case.batch,
+        workers=workers,
+        scaling=case.scaling,
+        schemes=tuple(SCHEMES.values()),
+        ppp_comp=case.ppp_comp,
+        ppp_comm=case.ppp_comm,
+        rules=rules,
+        conv_algorithm="gemm",
     )
     return {(r["workers"], r["scheme"]): r for r in estimate(req)}
 
 
 def _check_row(got: list[float], want: tuple[float, ...], tol: float, what: str) -> list[str]:
     return [
-        f"{what}[{i}]: got {g:.5f}, §D.3 says {w}" for i, (g, w) in enumerate(zip(got, want))
+        f"{what}[{i}]: got {g:.5f}, §D.3 says {w}"
+        for i, (g, w) in enumerate(zip(got, want))
         if abs(g - w) > tol
     ]
 
@@ -255,7 +360,7 @@ def test_k1_breakdown(case, rules):
 
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_compute_and_comm_rows(case):
-    """"compute ms" (strong) and the per-scheme "comm ms" rows, paleo-2016, 2 decimals. Under weak
+    """ "compute ms" (strong) and the per-scheme "comm ms" rows, paleo-2016, 2 decimals. Under weak
     scaling the compute is profiled once at B (§B.1), so it is the K=1 total at every K."""
     workers, rows = _rows(case)
     recs = _estimate(case, "paleo-2016")

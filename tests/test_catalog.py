@@ -25,8 +25,20 @@ PALEO_DEVICES = {
 # paleo-model.md §C: key -> Gbit/s
 PALEO_NETWORKS = {"aws": 2, "ethernet": 10, "ethernet20": 20, "infiniband": 70, "pcie2": 64, "pcie3": 128}
 MODERN = [
-    "P100", "V100_16GB", "V100_32GB", "T4", "A10G", "L4", "A100_40GB", "A100_80GB",
-    "H100_SXM", "H100_PCIE", "H200", "B200", "MI250X", "MI300X",
+    "P100",
+    "V100_16GB",
+    "V100_32GB",
+    "T4",
+    "A10G",
+    "L4",
+    "A100_40GB",
+    "A100_80GB",
+    "H100_SXM",
+    "H100_PCIE",
+    "H200",
+    "B200",
+    "MI250X",
+    "MI300X",
 ]
 
 DEVICES = catalog.devices()
@@ -258,7 +270,7 @@ def test_unknown_price_key_is_rejected(configs_copy):
 
 
 def test_missing_device_key_is_rejected(configs_copy):
-    _edit(configs_copy / "devices.toml", 'mem_bandwidth_gbs = 288\n', "")
+    _edit(configs_copy / "devices.toml", "mem_bandwidth_gbs = 288\n", "")
     with pytest.raises(CatalogError, match=r"devices\.toml.*K40.*lacks mem_bandwidth_gbs"):
         catalog.devices()
 

@@ -24,9 +24,22 @@ from planner import catalog
 from planner.cli import main
 
 ESTIMATE_KEYS = {
-    "net", "device", "network", "scaling", "workers", "batch_per_worker", "effective_batch",
-    "scheme", "forward_ms", "backward_ms", "update_ms", "compute_ms", "comm_ms", "total_ms",
-    "speedup", "throughput_samples_s",
+    "net",
+    "device",
+    "network",
+    "scaling",
+    "workers",
+    "batch_per_worker",
+    "effective_batch",
+    "scheme",
+    "forward_ms",
+    "backward_ms",
+    "update_ms",
+    "compute_ms",
+    "comm_ms",
+    "total_ms",
+    "speedup",
+    "throughput_samples_s",
 }
 ALEXNET_PARAMS = 50_303_912
 ALEXNET_FWD_FLOPS_B128 = 188_737_454_080  # paleo-model.md §D.5, sum of the fwd column
@@ -66,11 +79,15 @@ def test_estimate_json_records(capsys):
 def test_estimate_record_arithmetic(capsys):
     recs = ok_json(capsys, "estimate", "alexnet", "--workers", "1,2,4,8")
     for r in recs:
-        assert r["compute_ms"] == pytest.approx(r["forward_ms"] + r["backward_ms"] + r["update_ms"], rel=1e-12)
+        assert r["compute_ms"] == pytest.approx(
+            r["forward_ms"] + r["backward_ms"] + r["update_ms"], rel=1e-12
+        )
         assert r["total_ms"] == pytest.approx(r["compute_ms"] + r["comm_ms"], rel=1e-12)
         assert r["batch_per_worker"] == 128  # weak scaling keeps the spec's batch per worker
         assert r["effective_batch"] == 128 * r["workers"]
-        assert r["throughput_samples_s"] == pytest.approx(r["effective_batch"] / (r["total_ms"] / 1e3), rel=1e-9)
+        assert r["throughput_samples_s"] == pytest.approx(
+            r["effective_batch"] / (r["total_ms"] / 1e3), rel=1e-9
+        )
         for k in ("forward_ms", "backward_ms", "update_ms", "comm_ms"):
             assert r[k] >= 0 and math.isfinite(r[k])
         if r["workers"] == 1:
@@ -97,8 +114,17 @@ def test_estimate_scheme_tree(capsys):
 def test_estimate_strong_scaling_ceil(capsys, batch):
     workers = [1, 2, 3, 8, 64, 128]
     recs = ok_json(
-        capsys, "estimate", "alexnet", "--scaling", "strong", "--batch", str(batch),
-        "--workers", ",".join(map(str, workers)), "--scheme", "tree",
+        capsys,
+        "estimate",
+        "alexnet",
+        "--scaling",
+        "strong",
+        "--batch",
+        str(batch),
+        "--workers",
+        ",".join(map(str, workers)),
+        "--scheme",
+        "tree",
     )
     assert [r["workers"] for r in recs] == workers
     for r in recs:
@@ -121,8 +147,23 @@ def test_estimate_workers_range(capsys):
 
 def test_estimate_other_device_network_rules(capsys):
     recs = ok_json(
-        capsys, "estimate", "nin", "--device", "K80", "--network", "infiniband", "--rules", "paleo-2016",
-        "--ppp-comp", "0.21", "--ppp-comm", "0.56", "--workers", "32", "--scheme", "tree",
+        capsys,
+        "estimate",
+        "nin",
+        "--device",
+        "K80",
+        "--network",
+        "infiniband",
+        "--rules",
+        "paleo-2016",
+        "--ppp-comp",
+        "0.21",
+        "--ppp-comm",
+        "0.56",
+        "--workers",
+        "32",
+        "--scheme",
+        "tree",
     )
     (r,) = recs
     assert (r["device"], r["network"]) == ("K80", "infiniband")
@@ -292,14 +333,26 @@ def assert_one_line_error(code, out, err, *fragments):
 BAD_INPUTS = {
     "unknown-net": (["estimate", "nosuch"], ["unknown net", "'nosuch'", "alexnet", "vgg16", "inception_v3"]),
     "unknown-net-summary": (["summary", "nosuch"], ["unknown net", "alexnet"]),
-    "unknown-device": (["estimate", "alexnet", "--device", "nosuch"],
-                       ["unknown device", "'nosuch'", "TITAN_X", "K80", "H100_SXM"]),
-    "close-device": (["estimate", "alexnet", "--device", "TITANX"], ["unknown device", "did you mean TITAN_X"]),
-    "unknown-network": (["estimate", "alexnet", "--network", "nosuch"],
-                        ["unknown network", "'nosuch'", "ethernet", "infiniband"]),
-    "bogus-scheme": (["estimate", "alexnet", "--scheme", "bogus"],
-                     ["--scheme", "bogus", "onetoall", "tree", "butterfly", "ring"]),
-    "bogus-rules": (["estimate", "alexnet", "--rules", "bogus"], ["--rules", "bogus", "paleo-2018", "paleo-2016"]),
+    "unknown-device": (
+        ["estimate", "alexnet", "--device", "nosuch"],
+        ["unknown device", "'nosuch'", "TITAN_X", "K80", "H100_SXM"],
+    ),
+    "close-device": (
+        ["estimate", "alexnet", "--device", "TITANX"],
+        ["unknown device", "did you mean TITAN_X"],
+    ),
+    "unknown-network": (
+        ["estimate", "alexnet", "--network", "nosuch"],
+        ["unknown network", "'nosuch'", "ethernet", "infiniband"],
+    ),
+    "bogus-scheme": (
+        ["estimate", "alexnet", "--scheme", "bogus"],
+        ["--scheme", "bogus", "onetoall", "tree", "butterfly", "ring"],
+    ),
+    "bogus-rules": (
+        ["estimate", "alexnet", "--rules", "bogus"],
+        ["--rules", "bogus", "paleo-2018", "paleo-2016"],
+    ),
     "bogus-rules-summary": (["summary", "alexnet", "--rules", "bogus"], ["--rules", "paleo-2016"]),
     "bogus-format": (["estimate", "alexnet", "--format", "xml"], ["--format", "table", "csv", "json"]),
     "bogus-scaling": (["estimate", "alexnet", "--scaling", "medium"], ["--scaling", "strong", "weak"]),
@@ -334,23 +387,42 @@ def _spec(layers: dict) -> str:
 
 
 BAD_SPECS = {
-    "malformed": ('{"name": "x", "layers": {\n  "data": {"type": "Input",,}\n}}\n',
-                  ["malformed JSON", "line 2", "column"]),
-    "missing-parent": (_spec({
-        "conv1": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 3, 4]},
-        "pool": {"type": "Pooling", "parents": ["conv"], "ksize": [1, 2, 2, 1]},
-    }), ["layer 'pool'", "unknown parent 'conv'", "did you mean conv1"]),
-    "cycle": (_spec({
-        "a": {"type": "ReLU", "parents": ["data", "b"]},
-        "b": {"type": "ReLU", "parents": ["a"]},
-    }), ["cycle", "a, b"]),
-    "concat-mismatch": (_spec({
-        "a": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 3, 4]},
-        "b": {"type": "Pooling", "parents": ["data"], "ksize": [1, 2, 2, 1]},
-        "cat": {"type": "Concatenate", "parents": ["a", "b"], "dim": 3},
-    }), ["layer 'cat'", "concatenate"]),
-    "unknown-type": (_spec({"x": {"type": "Frobnicate", "parents": ["data"]}}),
-                     ["layer 'x'", "Frobnicate", "Convolution", "Softmax"]),
+    "malformed": (
+        '{"name": "x", "layers": {\n  "data": {"type": "Input",,}\n}}\n',
+        ["malformed JSON", "line 2", "column"],
+    ),
+    "missing-parent": (
+        _spec(
+            {
+                "conv1": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 3, 4]},
+                "pool": {"type": "Pooling", "parents": ["conv"], "ksize": [1, 2, 2, 1]},
+            }
+        ),
+        ["layer 'pool'", "unknown parent 'conv'", "did you mean conv1"],
+    ),
+    "cycle": (
+        _spec(
+            {
+                "a": {"type": "ReLU", "parents": ["data", "b"]},
+                "b": {"type": "ReLU", "parents": ["a"]},
+            }
+        ),
+        ["cycle", "a, b"],
+    ),
+    "concat-mismatch": (
+        _spec(
+            {
+                "a": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 3, 4]},
+                "b": {"type": "Pooling", "parents": ["data"], "ksize": [1, 2, 2, 1]},
+                "cat": {"type": "Concatenate", "parents": ["a", "b"], "dim": 3},
+            }
+        ),
+        ["layer 'cat'", "concatenate"],
+    ),
+    "unknown-type": (
+        _spec({"x": {"type": "Frobnicate", "parents": ["data"]}}),
+        ["layer 'x'", "Frobnicate", "Convolution", "Softmax"],
+    ),
     "no-data": (json.dumps({"name": "x", "layers": {"input": DATA}}), ["Input layer named 'data'"]),
 }
 
@@ -367,18 +439,27 @@ def test_bad_spec_file_is_one_line_error(capsys, tmp_path, command, text, fragme
 def test_inner_product_under_paleo_2016(capsys, tmp_path):
     path = tmp_path / "ip.json"
     path.write_text(_spec({"fc": {"type": "InnerProduct", "parents": ["data"], "num_outputs": 10}}))
-    assert_one_line_error(*run(capsys, "estimate", str(path), "--rules", "paleo-2016"),
-                          "ip.json", "layer 'fc'", "InnerProduct", "paleo-2016")
+    assert_one_line_error(
+        *run(capsys, "estimate", str(path), "--rules", "paleo-2016"),
+        "ip.json",
+        "layer 'fc'",
+        "InnerProduct",
+        "paleo-2016",
+    )
     recs = ok_json(capsys, "estimate", str(path), "--workers", "1,2", "--scheme", "tree")
     assert len(recs) == 2
 
 
 def test_spec_file_estimate_and_summary(capsys, tmp_path):
     path = tmp_path / "tiny.json"
-    path.write_text(_spec({
-        "conv": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 3, 8]},
-        "out": {"type": "Softmax", "parents": ["conv"]},
-    }))
+    path.write_text(
+        _spec(
+            {
+                "conv": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 3, 8]},
+                "out": {"type": "Softmax", "parents": ["conv"]},
+            }
+        )
+    )
     recs = ok_json(capsys, "estimate", str(path), "--workers", "1,2")
     assert {r["batch_per_worker"] for r in recs} == {4}  # the spec's default batch
     data = ok_json(capsys, "summary", str(path))
@@ -399,7 +480,10 @@ def _console_script() -> str:
 def test_console_script_json():
     proc = subprocess.run(
         [_console_script(), "estimate", "alexnet", "--workers", "1,2", "--format", "json"],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
@@ -412,7 +496,10 @@ def test_console_script_json():
 def test_console_script_error_exit_code():
     proc = subprocess.run(
         [_console_script(), "estimate", "alexnet", "--device", "nosuch"],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 2
     assert proc.stdout == ""
@@ -428,15 +515,29 @@ def test_installed_package_finds_its_data(tmp_path):
         "import planner, planner.catalog as c; print(planner.__file__); "
         "print(c.configs_dir()); print(len(c.zoo()), len(c.devices()))"
     )
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     pkg, cfg, counts = proc.stdout.splitlines()
     repo_configs = Path(__file__).resolve().parents[1] / "configs"
     assert Path(cfg, "devices.toml").is_file()
     assert counts == f"{len(list((repo_configs / 'nets').glob('*.json')))} {len(catalog.devices())}"
     if "site-packages" in pkg:  # a real install: the data must come from the install, not the clone
         assert "site-packages" in cfg
-    run = subprocess.run([_console_script(), "estimate", "vgg16", "--workers", "1", "--format", "csv"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False)
+    run = subprocess.run(
+        [_console_script(), "estimate", "vgg16", "--workers", "1", "--format", "csv"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("net,device,network")

@@ -264,7 +264,9 @@ def test_allreduce_single_node_uses_intra_node_link(indexed_scheme):
 
 def test_allreduce_zero_at_one_worker(indexed_scheme):
     i, _ = indexed_scheme
-    out = comm.allreduce(i, np.array([NIN_BYTES, 1e9]), 1, np.array([1, 8]), PCIE3_BW, PCIE3_LAT, IB_BW, IB_LAT, 1.0)
+    out = comm.allreduce(
+        i, np.array([NIN_BYTES, 1e9]), 1, np.array([1, 8]), PCIE3_BW, PCIE3_LAT, IB_BW, IB_LAT, 1.0
+    )
     np.testing.assert_array_equal(out, 0.0)
 
 
@@ -314,8 +316,9 @@ def test_allreduce_vectorised_over_schemes_and_workers():
     out = comm.allreduce(idx, NIN_BYTES, k, g, PCIE3_BW, PCIE3_LAT, IB_BW, IB_LAT, PPP_NIN)
     assert out.shape == idx.shape
     for pos in np.ndindex(idx.shape):
-        one = comm.allreduce(int(idx[pos]), NIN_BYTES, int(k[pos]), int(g[pos]), PCIE3_BW, PCIE3_LAT,
-                             IB_BW, IB_LAT, PPP_NIN)
+        one = comm.allreduce(
+            int(idx[pos]), NIN_BYTES, int(k[pos]), int(g[pos]), PCIE3_BW, PCIE3_LAT, IB_BW, IB_LAT, PPP_NIN
+        )
         assert float(one) == pytest.approx(out[pos], rel=1e-14, abs=0)
     assert np.all(out >= 0)
     np.testing.assert_array_equal(out[:, 0, :], 0.0)  # K = 1

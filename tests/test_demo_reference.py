@@ -66,7 +66,11 @@ def test_grid_and_counts(shared_dir, gemm_entries):
     assert sum(len(series) for v in gemm_entries.values() for series in v["times"]) == N_TIMES
     grid = {
         (n, d, w, s, b, sc)
-        for n in NETS for d in DEVICES for w in NETWORKS for s in PPP for b in BATCHES
+        for n in NETS
+        for d in DEVICES
+        for w in NETWORKS
+        for s in PPP
+        for b in BATCHES
         for sc in ("strong", "weak")
     }
     assert set(gemm_entries) == grid
@@ -86,8 +90,16 @@ def _score(net: str, rules: str, device: int, network: int, software: str, batch
     nn, _ = np.meshgrid(per_worker, scheme)
     ppp_comp, ppp_comm = PPP[software]
     p = plans(
-        costs.n_layers, device=device, batch=nn.ravel(), workers=kk.ravel(), scheme=ss.ravel(),
-        network=network, intra_link=network, gpus_per_node=1, ppp_comp=ppp_comp, ppp_comm=ppp_comm,
+        costs.n_layers,
+        device=device,
+        batch=nn.ravel(),
+        workers=kk.ravel(),
+        scheme=ss.ravel(),
+        network=network,
+        intra_link=network,
+        gpus_per_node=1,
+        ppp_comp=ppp_comp,
+        ppp_comm=ppp_comm,
     )
     r = evaluate(costs, p, _DEVICE_TABLE, _LINK_TABLE)
     times = (r.total * 1e3).reshape(kk.shape)
@@ -116,7 +128,9 @@ def test_paleo_2016_reproduces_every_value(net, gemm_entries):
         for i, j in zip(*np.nonzero(dt > TIME_TOL)):
             bad.append(f"{key} {DEMO_SCHEMES[i]} K={WORKERS[j]}: {times[i, j]:.4f} ms vs {ref_t[i, j]}")
         for i, j in zip(*np.nonzero(ds > SPEEDUP_TOL)):
-            bad.append(f"{key} {DEMO_SCHEMES[i]} K={WORKERS[j]}: speedup {speedup[i, j]:.4f} vs {ref_s[i, j]}")
+            bad.append(
+                f"{key} {DEMO_SCHEMES[i]} K={WORKERS[j]}: speedup {speedup[i, j]:.4f} vs {ref_s[i, j]}"
+            )
     assert n_times == N_TIMES // len(NETS)
     assert not bad, f"{len(bad)} mismatches (worst {dict(worst)}):\n" + "\n".join(bad[:40])
 

@@ -43,12 +43,16 @@ def assert_topological(net):
 
 BLOCK_SPEC = {
     "blk": {
-        "type": "Block", "parents": ["data"], "endpoint": "cat",
+        "type": "Block",
+        "parents": ["data"],
+        "endpoint": "cat",
         "layers": {
             "a": {"type": "Convolution", "parents": [], "filter": [1, 1, 4, 3]},
             "b": {"type": "Convolution", "parents": [], "filter": [3, 3, 4, 5]},
             "inner": {
-                "type": "Block", "parents": ["b"], "endpoint": "r",
+                "type": "Block",
+                "parents": ["b"],
+                "endpoint": "r",
                 "layers": {"r": {"type": "ReLU", "parents": []}},
             },
             "cat": {"type": "Concatenate", "parents": ["a", "inner"], "dim": 3},
@@ -89,10 +93,14 @@ def test_naming_a_block_resolves_to_its_endpoint():
 def test_block_whose_endpoint_is_a_block_resolves_through_it():
     spec = {
         "outer": {
-            "type": "Block", "parents": ["data"], "endpoint": "inner",
+            "type": "Block",
+            "parents": ["data"],
+            "endpoint": "inner",
             "layers": {
                 "inner": {
-                    "type": "Block", "parents": [], "endpoint": "r",
+                    "type": "Block",
+                    "parents": [],
+                    "endpoint": "r",
                     "layers": {"r": {"type": "ReLU", "parents": []}},
                 }
             },
@@ -112,8 +120,14 @@ def test_absolute_reference_into_a_block():
 
 
 def test_block_without_endpoint_or_layers_is_an_error():
-    bad = {"blk": {"type": "Block", "parents": ["data"], "endpoint": "zz",
-                   "layers": {"a": {"type": "ReLU", "parents": []}}}}
+    bad = {
+        "blk": {
+            "type": "Block",
+            "parents": ["data"],
+            "endpoint": "zz",
+            "layers": {"a": {"type": "ReLU", "parents": []}},
+        }
+    }
     with pytest.raises(SpecError, match=r"t\.json: layer 'blk': endpoint 'zz'.*\(a\)"):
         net_of(bad)
     empty = {"blk": {"type": "Block", "parents": ["data"], "endpoint": "a", "layers": {}}}
@@ -125,7 +139,10 @@ def test_block_without_endpoint_or_layers_is_an_error():
 
 MP_SPEC = {
     "mp": {
-        "type": "ModelParallel", "parents": ["data"], "splits": 2, "endpoint": "fc2",
+        "type": "ModelParallel",
+        "parents": ["data"],
+        "splits": 2,
+        "endpoint": "fc2",
         "layers": {
             "fc": {"type": "Convolution", "parents": [], "filter": [1, 1, 4, 6]},
             "cat": {"type": "Concatenate", "parents": ["fc@all"], "dim": 3},
@@ -235,8 +252,18 @@ def test_child_written_before_its_parent():
 
 def test_model_parallel_order():
     assert names(net_of(copy.deepcopy(MP_SPEC))) == [
-        "data", "mp/fc@0", "mp/fc@1", "mp/cat@0", "mp/fc2@0", "mp/ip@0",
-        "mp/cat@1", "mp/fc2@1", "mp/ip@1", "gather", "via_block", "out",
+        "data",
+        "mp/fc@0",
+        "mp/fc@1",
+        "mp/cat@0",
+        "mp/fc2@0",
+        "mp/ip@0",
+        "mp/cat@1",
+        "mp/fc2@1",
+        "mp/ip@1",
+        "gather",
+        "via_block",
+        "out",
     ]
 
 
@@ -308,7 +335,9 @@ def expect_error(path, *fragments, layer=None, rules=PALEO_2018) -> str:
 
 
 def test_malformed_json_names_line_and_column(tmp_path):
-    path = write(tmp_path, '{"name": "x", "layers": {\n  "data": {"type": "Input",\n    "parents": [],}\n}}\n')
+    path = write(
+        tmp_path, '{"name": "x", "layers": {\n  "data": {"type": "Input",\n    "parents": [],}\n}}\n'
+    )
     msg = expect_error(path, "malformed JSON", "line 3", "column")
     assert msg.startswith(str(path))  # load_spec reports the path it read
 
@@ -319,20 +348,35 @@ def test_missing_file(tmp_path):
 
 
 def test_missing_parent_suggests_a_close_name(tmp_path):
-    path = write(tmp_path, spec_text({
-        "conv1": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 4, 8]},
-        "pool": {"type": "Pooling", "parents": ["conv"], "ksize": [1, 2, 2, 1]},
-    }))
+    path = write(
+        tmp_path,
+        spec_text(
+            {
+                "conv1": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 4, 8]},
+                "pool": {"type": "Pooling", "parents": ["conv"], "ksize": [1, 2, 2, 1]},
+            }
+        ),
+    )
     expect_error(path, "unknown parent 'conv'", "did you mean", "conv1", layer="pool")
 
 
 def test_missing_parent_inside_a_block(tmp_path):
-    path = write(tmp_path, spec_text({
-        "blk": {"type": "Block", "parents": ["data"], "endpoint": "r", "layers": {
-            "relu": {"type": "ReLU", "parents": []},
-            "r": {"type": "ReLU", "parents": ["relu2"]},
-        }},
-    }))
+    path = write(
+        tmp_path,
+        spec_text(
+            {
+                "blk": {
+                    "type": "Block",
+                    "parents": ["data"],
+                    "endpoint": "r",
+                    "layers": {
+                        "relu": {"type": "ReLU", "parents": []},
+                        "r": {"type": "ReLU", "parents": ["relu2"]},
+                    },
+                },
+            }
+        ),
+    )
     expect_error(path, "unknown parent 'relu2'", "did you mean", layer="blk/r")
 
 
@@ -350,11 +394,16 @@ def test_unknown_layer_type_under_paleo_2016(tmp_path):
 
 
 def test_cycle(tmp_path):
-    path = write(tmp_path, spec_text({
-        "a": {"type": "ReLU", "parents": ["data", "b"]},
-        "b": {"type": "ReLU", "parents": ["a"]},
-        "c": {"type": "ReLU", "parents": ["b"]},
-    }))
+    path = write(
+        tmp_path,
+        spec_text(
+            {
+                "a": {"type": "ReLU", "parents": ["data", "b"]},
+                "b": {"type": "ReLU", "parents": ["a"]},
+                "c": {"type": "ReLU", "parents": ["b"]},
+            }
+        ),
+    )
     msg = expect_error(path, "cycle")
     assert "a" in msg.split("cycle", 1)[1] and "b" in msg.split("cycle", 1)[1]
 
@@ -365,40 +414,65 @@ def test_self_loop(tmp_path):
 
 
 def test_concat_of_mismatched_maps(tmp_path):
-    path = write(tmp_path, spec_text({
-        "a": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 4, 4]},
-        "b": {"type": "Pooling", "parents": ["data"], "ksize": [1, 2, 2, 1]},
-        "cat": {"type": "Concatenate", "parents": ["a", "b"], "dim": 3},
-    }))
+    path = write(
+        tmp_path,
+        spec_text(
+            {
+                "a": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 4, 4]},
+                "b": {"type": "Pooling", "parents": ["data"], "ksize": [1, 2, 2, 1]},
+                "cat": {"type": "Concatenate", "parents": ["a", "b"], "dim": 3},
+            }
+        ),
+    )
     expect_error(path, "concatenate", "[8, 8, 4]", "[4, 4, 4]", layer="cat")
 
 
 def test_elementwise_of_mismatched_maps(tmp_path):
-    path = write(tmp_path, spec_text({
-        "a": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 4, 6]},
-        "sum": {"type": "Elementwise", "parents": ["a", "data"]},
-    }))
+    path = write(
+        tmp_path,
+        spec_text(
+            {
+                "a": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 4, 6]},
+                "sum": {"type": "Elementwise", "parents": ["a", "data"]},
+            }
+        ),
+    )
     expect_error(path, "elementwise", layer="sum")
 
 
 def test_filter_channel_mismatch(tmp_path):
-    path = write(tmp_path, spec_text({
-        "a": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 5, 6]},
-    }))
+    path = write(
+        tmp_path,
+        spec_text(
+            {
+                "a": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 5, 6]},
+            }
+        ),
+    )
     expect_error(path, "5 input channels", layer="a")
 
 
 def test_bad_padding(tmp_path):
-    path = write(tmp_path, spec_text({
-        "a": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 4, 6], "padding": "FULL"},
-    }))
+    path = write(
+        tmp_path,
+        spec_text(
+            {
+                "a": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 4, 6], "padding": "FULL"},
+            }
+        ),
+    )
     expect_error(path, "padding", layer="a")
 
 
 def test_impossible_reshape(tmp_path):
-    path = write(tmp_path, spec_text({
-        "r": {"type": "Reshape", "parents": ["data"], "output_shape": [-1, 7, 7]},
-    }))
+    path = write(
+        tmp_path,
+        spec_text(
+            {
+                "r": {"type": "Reshape", "parents": ["data"], "output_shape": [-1, 7, 7]},
+            }
+        ),
+    )
     expect_error(path, "reshape", layer="r")
 
 
@@ -408,16 +482,32 @@ def test_missing_field(tmp_path):
 
 
 def test_empty_output_shape(tmp_path):
-    path = write(tmp_path, spec_text({
-        "a": {"type": "Convolution", "parents": ["data"], "filter": [11, 11, 4, 6], "padding": "VALID"},
-    }))
+    path = write(
+        tmp_path,
+        spec_text(
+            {
+                "a": {
+                    "type": "Convolution",
+                    "parents": ["data"],
+                    "filter": [11, 11, 4, 6],
+                    "padding": "VALID",
+                },
+            }
+        ),
+    )
     expect_error(path, "output shape", "empty", layer="a")
 
 
 def test_no_data_input(tmp_path):
-    text = json.dumps({"name": "t", "layers": {
-        "input": DATA, "a": {"type": "ReLU", "parents": ["input"]},
-    }})
+    text = json.dumps(
+        {
+            "name": "t",
+            "layers": {
+                "input": DATA,
+                "a": {"type": "ReLU", "parents": ["input"]},
+            },
+        }
+    )
     expect_error(write(tmp_path, text), "Input layer named 'data'")
 
 
@@ -448,5 +538,7 @@ def test_not_a_spec_object(tmp_path):
 
 
 def test_bad_input_tensor(tmp_path):
-    text = json.dumps({"name": "t", "layers": {"data": {"type": "Input", "parents": [], "tensor": [2, 0, 8, 4]}}})
+    text = json.dumps(
+        {"name": "t", "layers": {"data": {"type": "Input", "parents": [], "tensor": [2, 0, 8, 4]}}}
+    )
     expect_error(write(tmp_path, text), "tensor", layer="data")

@@ -92,7 +92,12 @@ def _titan_x_times(net: str, rules_name: str, batch: int) -> np.ndarray:
     costs = catalog.net_costs(net, rules_name, "gemm")
     devices = catalog.device_table(["TITAN_X"])
     t = layer_times(
-        costs, devices, np.array([0]), np.array([0]), np.array([PPP_COMP]), np.array([False]),
+        costs,
+        devices,
+        np.array([0]),
+        np.array([0]),
+        np.array([PPP_COMP]),
+        np.array([False]),
         np.array([batch]),
     )
     return t[:, :, 0] * 1e3
@@ -208,8 +213,16 @@ def test_weight_update_example(rules_name):
     assert abs(m_ms - UPDATE_M_MS) <= TOL_5DP
 
     # The evaluator's update, at two PPP_comp values: PALEO ignores PPP_comp here (§A.5, F.9).
-    p = plans(costs.n_layers, device=0, batch=128, workers=1, scheme=1, network=0,
-              ppp_comp=np.array([1.0, 0.62]), ppp_comm=1.0)
+    p = plans(
+        costs.n_layers,
+        device=0,
+        batch=128,
+        workers=1,
+        scheme=1,
+        network=0,
+        ppp_comp=np.array([1.0, 0.62]),
+        ppp_comm=1.0,
+    )
     r = evaluate(costs, p, catalog.device_table(["K80"]), catalog.link_table(["ethernet20"]))
     update_ms = r.update * 1e3
     assert np.all(np.abs(update_ms - UPDATE_MS) <= TOL_5DP), update_ms

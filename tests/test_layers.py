@@ -37,29 +37,82 @@ class Case:
 
 CASES = [
     Case("input", "Input", shape=(H, W, C)),
-    Case("conv3x3-s1-same", "Convolution",
-         {"filter": [3, 3, 4, 6], "strides": [1, 1, 1, 1], "padding": "SAME"}, (8, 8, 6), 3 * 3 * 4 * 6 + 6),
-    Case("conv5x5-s2-same-cin-1", "Convolution",
-         {"filter": [5, 5, -1, 6], "strides": [1, 2, 2, 1], "padding": "SAME"}, (4, 4, 6), 5 * 5 * 4 * 6 + 6),
-    Case("conv3x3-valid", "Convolution",
-         {"filter": [3, 3, 4, 6], "strides": [1, 1, 1, 1], "padding": "VALID"}, (6, 6, 6), 3 * 3 * 4 * 6 + 6),
-    Case("conv3x3-s2-explicit-pad", "Convolution",
-         {"filter": [3, 3, 4, 6], "strides": [1, 2, 2, 1], "padding": [1, 1]}, (4, 4, 6), 3 * 3 * 4 * 6 + 6),
-    Case("conv1x1", "Convolution",
-         {"filter": [1, 1, 4, 6], "strides": [1, 1, 1, 1], "padding": "SAME"}, (8, 8, 6), 4 * 6 + 6),
-    Case("conv-fc-as-conv", "Convolution",
-         {"filter": [8, 8, 4, 10], "strides": [1, 1, 1, 1], "padding": "VALID"}, (1, 1, 10), 8 * 8 * 4 * 10 + 10),
-    Case("deconv3x3-s2-same", "Deconvolution",
-         {"filter": [3, 3, 4, 6], "strides": [1, 2, 2, 1], "padding": "SAME"}, (16, 16, 6), 3 * 3 * 4 * 6 + 6),
-    Case("deconv5x5-s2-same", "Deconvolution",
-         {"filter": [5, 5, 4, 3], "strides": [1, 2, 2, 1], "padding": "SAME"}, (16, 16, 3), 5 * 5 * 4 * 3 + 3),
-    Case("deconv3x3-s1-same", "Deconvolution",
-         {"filter": [3, 3, 4, 6], "strides": [1, 1, 1, 1], "padding": "SAME"}, (8, 8, 6), 3 * 3 * 4 * 6 + 6),
+    Case(
+        "conv3x3-s1-same",
+        "Convolution",
+        {"filter": [3, 3, 4, 6], "strides": [1, 1, 1, 1], "padding": "SAME"},
+        (8, 8, 6),
+        3 * 3 * 4 * 6 + 6,
+    ),
+    Case(
+        "conv5x5-s2-same-cin-1",
+        "Convolution",
+        {"filter": [5, 5, -1, 6], "strides": [1, 2, 2, 1], "padding": "SAME"},
+        (4, 4, 6),
+        5 * 5 * 4 * 6 + 6,
+    ),
+    Case(
+        "conv3x3-valid",
+        "Convolution",
+        {"filter": [3, 3, 4, 6], "strides": [1, 1, 1, 1], "padding": "VALID"},
+        (6, 6, 6),
+        3 * 3 * 4 * 6 + 6,
+    ),
+    Case(
+        "conv3x3-s2-explicit-pad",
+        "Convolution",
+        {"filter": [3, 3, 4, 6], "strides": [1, 2, 2, 1], "padding": [1, 1]},
+        (4, 4, 6),
+        3 * 3 * 4 * 6 + 6,
+    ),
+    Case(
+        "conv1x1",
+        "Convolution",
+        {"filter": [1, 1, 4, 6], "strides": [1, 1, 1, 1], "padding": "SAME"},
+        (8, 8, 6),
+        4 * 6 + 6,
+    ),
+    Case(
+        "conv-fc-as-conv",
+        "Convolution",
+        {"filter": [8, 8, 4, 10], "strides": [1, 1, 1, 1], "padding": "VALID"},
+        (1, 1, 10),
+        8 * 8 * 4 * 10 + 10,
+    ),
+    Case(
+        "deconv3x3-s2-same",
+        "Deconvolution",
+        {"filter": [3, 3, 4, 6], "strides": [1, 2, 2, 1], "padding": "SAME"},
+        (16, 16, 6),
+        3 * 3 * 4 * 6 + 6,
+    ),
+    Case(
+        "deconv5x5-s2-same",
+        "Deconvolution",
+        {"filter": [5, 5, 4, 3], "strides": [1, 2, 2, 1], "padding": "SAME"},
+        (16, 16, 3),
+        5 * 5 * 4 * 3 + 3,
+    ),
+    Case(
+        "deconv3x3-s1-same",
+        "Deconvolution",
+        {"filter": [3, 3, 4, 6], "strides": [1, 1, 1, 1], "padding": "SAME"},
+        (8, 8, 6),
+        3 * 3 * 4 * 6 + 6,
+    ),
     Case("innerproduct", "InnerProduct", {"num_outputs": 10}, (10,), H * W * C * 10 + 10),
-    Case("maxpool2x2-s2", "Pooling",
-         {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"}, (4, 4, 4)),
-    Case("avgpool3x3-s1-same", "AvgPool",
-         {"ksize": [1, 3, 3, 1], "strides": [1, 1, 1, 1], "padding": "SAME"}, (8, 8, 4)),
+    Case(
+        "maxpool2x2-s2",
+        "Pooling",
+        {"ksize": [1, 2, 2, 1], "strides": [1, 2, 2, 1], "padding": "VALID"},
+        (4, 4, 4),
+    ),
+    Case(
+        "avgpool3x3-s1-same",
+        "AvgPool",
+        {"ksize": [1, 3, 3, 1], "strides": [1, 1, 1, 1], "padding": "SAME"},
+        (8, 8, 4),
+    ),
     Case("dropout", "Dropout", {"dropout_keep_prob": 0.5}, (8, 8, 4)),
     Case("concat", "Concatenate", {"dim": 3}, (8, 8, 8), two_parents=True),
     Case("elementwise", "Elementwise", {}, (8, 8, 4), two_parents=True),
@@ -122,7 +175,13 @@ def test_registry_is_exactly_the_rule_set_types():
         assert not missing, f"rules {r.name} allow unregistered types {missing}"
     assert PALEO_2016.layer_types <= PALEO_2018.layer_types
     assert PALEO_2016.layer_types == {
-        "Input", "Convolution", "Pooling", "AvgPool", "Dropout", "Concatenate", "Softmax"
+        "Input",
+        "Convolution",
+        "Pooling",
+        "AvgPool",
+        "Dropout",
+        "Concatenate",
+        "Softmax",
     }
 
 
@@ -235,7 +294,9 @@ def test_forward_flops_closed_forms(n):
     ip = build(_case("innerproduct"))[1]
     d, m = H * W * C, 10
     assert {p: v[0] for p, v in _phase_sums(ip, n).items()} == {
-        "fwd": 2 * n * d * m, "bwd_data": 2 * n * m * d, "bwd_filter": 2 * d * n * m
+        "fwd": 2 * n * d * m,
+        "bwd_data": 2 * n * m * d,
+        "bwd_filter": 2 * d * n * m,
     }
     assert _phase_sums(ip, n)["fwd"][1] == 4 * (n * d + d * m + n * m)
     pool = build(_case("maxpool2x2-s2"))[1]
@@ -337,7 +398,8 @@ def test_gemm_bytes_double_except_weights(case):
 def vgg16_times():
     devices = catalog.device_table(["TITAN_X"])
     combos = dict(
-        device=np.zeros(6, dtype=np.int64), precision=np.zeros(6, dtype=np.int64),
+        device=np.zeros(6, dtype=np.int64),
+        precision=np.zeros(6, dtype=np.int64),
         ppp=np.array([1.0, 0.62, 1.0, 0.62, 0.21, 1.0]),
         pipeline=np.array([False, False, True, True, False, False]),
         n=np.array([64, 64, 64, 1, 128, 7]),

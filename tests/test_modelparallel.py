@@ -52,9 +52,7 @@ def test_specs_expand_to_the_split_count(path, splits):
     fc6 = [costs.net.layers[i] for i in _names(costs, "parallel_fc67/fc6@")]
     assert len(fc6) == splits and all(s.out_shape == (1, 1, 4096 // splits) for s in fc6)
     assert costs.net["fc8"].layer.parents == ("concat7",)
-    assert costs.net["concat7"].layer.parents == tuple(
-        f"parallel_fc67/dropout7@{i}" for i in range(splits)
-    )
+    assert costs.net["concat7"].layer.parents == tuple(f"parallel_fc67/dropout7@{i}" for i in range(splits))
 
 
 def test_spec_files_are_valid_json_with_a_model_parallel_block():
@@ -82,8 +80,12 @@ def test_forward_between_single_gpu_and_single_gpu_minus_fc67(mp2):
     p = _plan(mp2)
     r = evaluate_explicit(mp2, p, devices, links)
     single = evaluate(mp2, _plan(mp2, workers=1), devices, links)
-    t = layer_times(mp2, devices, np.array([0]), np.array([0]), np.array([1.0]), np.array([False]), np.array([128]))
-    fc67 = sum(float(t[i, 0, 0]) for i in _names(mp2, "parallel_fc67/fc6@") + _names(mp2, "parallel_fc67/fc7@"))
+    t = layer_times(
+        mp2, devices, np.array([0]), np.array([0]), np.array([1.0]), np.array([False]), np.array([128])
+    )
+    fc67 = sum(
+        float(t[i, 0, 0]) for i in _names(mp2, "parallel_fc67/fc6@") + _names(mp2, "parallel_fc67/fc7@")
+    )
     assert single.forward[0] - fc67 < r.forward[0] < single.forward[0]
     assert r.backward[0] < single.backward[0]
     assert r.sync[0] == 0 and r.sync_params[0] == 0 and r.samples[0] == 128
@@ -110,15 +112,31 @@ def test_independent_of_scheme_and_workers(mp2):
     devices, links = _tables("ethernet", "pcie3")
     p = _plan(mp2, scheme=[0, 1, 2, 3], workers=[1, 2, 8, 64])
     r = evaluate_explicit(mp2, p, devices, links)
-    for f in ("forward", "backward", "update", "sync", "act_comm", "local_params", "activation_bytes", "samples"):
+    for f in (
+        "forward",
+        "backward",
+        "update",
+        "sync",
+        "act_comm",
+        "local_params",
+        "activation_bytes",
+        "samples",
+    ):
         v = getattr(r, f)
         np.testing.assert_array_equal(v, v[0], err_msg=f)
 
 
 def test_vectorised_matches_one_plan_at_a_time(mp2):
     devices, links = _tables("ethernet", "pcie3")
-    p = _plan(mp2, batch=[32, 128, 32, 256], precision=[0, 0, 1, 0], ppp_comp=[1.0, 0.5, 1.0, 0.7],
-              ppp_comm=[1.0, 0.9, 0.5, 1.0], pipeline=[False, True, False, True], gpus_per_node=[1, 2, 1, 2])
+    p = _plan(
+        mp2,
+        batch=[32, 128, 32, 256],
+        precision=[0, 0, 1, 0],
+        ppp_comp=[1.0, 0.5, 1.0, 0.7],
+        ppp_comm=[1.0, 0.9, 0.5, 1.0],
+        pipeline=[False, True, False, True],
+        gpus_per_node=[1, 2, 1, 2],
+    )
     r = evaluate_explicit(mp2, p, devices, links)
     for i in range(len(p)):
         ri = evaluate_explicit(mp2, p.take([i]), devices, links)
@@ -141,11 +159,28 @@ TINY = {
     "name": "tiny model-parallel",
     "layers": {
         "data": {"type": "Input", "parents": [], "tensor": [4, 8, 8, 3]},
-        "conv": {"type": "Convolution", "parents": ["data"], "filter": [3, 3, 3, 8],
-                 "strides": [1, 1, 1, 1], "padding": "SAME"},
-        "mp": {"type": "ModelParallel", "parents": ["conv"], "splits": 2, "endpoint": "c",
-               "layers": {"c": {"type": "Convolution", "parents": [], "filter": [3, 3, 8, 16],
-                                "strides": [1, 1, 1, 1], "padding": "SAME"}}},
+        "conv": {
+            "type": "Convolution",
+            "parents": ["data"],
+            "filter": [3, 3, 3, 8],
+            "strides": [1, 1, 1, 1],
+            "padding": "SAME",
+        },
+        "mp": {
+            "type": "ModelParallel",
+            "parents": ["conv"],
+            "splits": 2,
+            "endpoint": "c",
+            "layers": {
+                "c": {
+                    "type": "Convolution",
+                    "parents": [],
+                    "filter": [3, 3, 8, 16],
+                    "strides": [1, 1, 1, 1],
+                    "padding": "SAME",
+                }
+            },
+        },
         "concat": {"type": "Concatenate", "parents": ["mp"], "dim": 3},
     },
 }
@@ -167,11 +202,22 @@ def test_tiny_critical_path_by_hand(tiny, precision, gpn, ppp_comm):
     assert layer_devices(tiny).tolist() == [0, 0, 0, 1, 0]  # unsplit layers: GPU 0 (F.12)
     devices = DeviceTable.of([DEVICE])
     n, prec = 4, PRECISIONS.index(precision)
-    p = plans(tiny.n_layers, device=0, batch=n, workers=2, network=0, intra_link=1,
-              gpus_per_node=gpn, precision=prec, ppp_comm=ppp_comm)
+    p = plans(
+        tiny.n_layers,
+        device=0,
+        batch=n,
+        workers=2,
+        network=0,
+        intra_link=1,
+        gpus_per_node=gpn,
+        precision=prec,
+        ppp_comm=ppp_comm,
+    )
     r = evaluate_explicit(tiny, p, devices, LINKS)
 
-    t = layer_times(tiny, devices, np.array([0]), np.array([prec]), np.array([1.0]), np.array([False]), np.array([n]))[..., 0]
+    t = layer_times(
+        tiny, devices, np.array([0]), np.array([prec]), np.array([1.0]), np.array([False]), np.array([n])
+    )[..., 0]
     f = t[:, 0]
     b = t[:, 1] + t[:, 2]
     data, conv, c0, c1, concat = range(5)
@@ -251,8 +297,25 @@ def test_record_keys_match_data_parallel_estimate(capsys):
 def test_cli_speedup_is_single_gpu_over_split_time(capsys):
     assert main(["estimate", MP2, "--parallel", "model", "--batch", "64", "--format", "json"]) == 0
     rec = json.loads(capsys.readouterr().out)[0]
-    assert main(["estimate", MP2, "--parallel", "data", "--workers", "1", "--scheme", "ring",
-                 "--batch", "64", "--format", "json"]) == 0
+    assert (
+        main(
+            [
+                "estimate",
+                MP2,
+                "--parallel",
+                "data",
+                "--workers",
+                "1",
+                "--scheme",
+                "ring",
+                "--batch",
+                "64",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
     one = json.loads(capsys.readouterr().out)[0]
     assert rec["speedup"] == pytest.approx(one["total_ms"] / rec["total_ms"], rel=1e-9)
 

@@ -34,17 +34,31 @@ def test_default_search_within_one_percent_of_exhaustive_optimum(net):
 
 
 def _estimate_of(best: dict, req: OptimizeRequest) -> dict:
-    rec = estimate(EstimateRequest(
-        net=req.net, device=best["gpu"], network=best["network"], batch=best["batch_per_worker"],
-        workers=(best["gpus"],), scaling="weak", schemes=(best["scheme"],), ppp_comp=req.ppp_comp,
-        ppp_comm=req.ppp_comm, precision=best["precision"], gpus_per_node=best["gpus_per_node"],
-        parallel=best["parallel"], split=best["split"], rules=req.rules,
-    ))
+    rec = estimate(
+        EstimateRequest(
+            net=req.net,
+            device=best["gpu"],
+            network=best["network"],
+            batch=best["batch_per_worker"],
+            workers=(best["gpus"],),
+            scaling="weak",
+            schemes=(best["scheme"],),
+            ppp_comp=req.ppp_comp,
+            ppp_comm=req.ppp_comm,
+            precision=best["precision"],
+            gpus_per_node=best["gpus_per_node"],
+            parallel=best["parallel"],
+            split=best["split"],
+            rules=req.rules,
+        )
+    )
     assert len(rec) == 1
     return rec[0]
 
 
-@pytest.mark.parametrize("net,extra", [("alexnet", {}), ("vgg16", {"gpu": "T4,V100"}), ("inception_v3", {"budget": ("64",)})])
+@pytest.mark.parametrize(
+    "net,extra", [("alexnet", {}), ("vgg16", {"gpu": "T4,V100"}), ("inception_v3", {"budget": ("64",)})]
+)
 def test_best_plan_equals_estimate(net, extra):
     req = OptimizeRequest(net, **{"budget": ("16gpus",), **extra})
     best = optimize(req).best
@@ -66,13 +80,25 @@ def test_hybrid_plan_equals_estimate():
 
 
 def test_json_output_contract(capsys, tmp_path):
-    code = main(["optimize", "alexnet", "--budget", "16gpus", "--format", "json", "--out", str(tmp_path / "run")])
+    code = main(
+        ["optimize", "alexnet", "--budget", "16gpus", "--format", "json", "--out", str(tmp_path / "run")]
+    )
     assert code == 0
     data = json.loads(capsys.readouterr().out)
     assert {"best", "alternatives", "constraints", "search"} <= set(data)
     best = data["best"]
-    for key in ("gpus", "gpu", "workers", "batch_per_worker", "global_batch", "scheme", "objective",
-                "time_to_train_s", "cost_usd", "iteration_ms"):
+    for key in (
+        "gpus",
+        "gpu",
+        "workers",
+        "batch_per_worker",
+        "global_batch",
+        "scheme",
+        "objective",
+        "time_to_train_s",
+        "cost_usd",
+        "iteration_ms",
+    ):
         assert key in best, key
     assert best["gpus"] <= 16 and best["global_batch"] == best["gpus"] * best["batch_per_worker"]
     s = data["search"]
@@ -124,10 +150,18 @@ def test_pareto_front_is_the_exhaustive_non_dominated_set():
     assert r.search["exhaustive_front_size"] == len(front)
 
 
-@pytest.mark.parametrize("raw,expect", [
-    (["16gpus"], (16, None)), (["16 GPUs"], (16, None)), (["16"], (16, None)), (["1gpu"], (1, None)),
-    (["$500"], (None, 500.0)), (["500usd"], (None, 500.0)), (["16gpus", "$500"], (16, 500.0)),
-])
+@pytest.mark.parametrize(
+    "raw,expect",
+    [
+        (["16gpus"], (16, None)),
+        (["16 GPUs"], (16, None)),
+        (["16"], (16, None)),
+        (["1gpu"], (1, None)),
+        (["$500"], (None, 500.0)),
+        (["500usd"], (None, 500.0)),
+        (["16gpus", "$500"], (16, 500.0)),
+    ],
+)
 def test_budget_forms(raw, expect):
     assert parse_budgets(raw) == expect
 
@@ -146,11 +180,21 @@ def test_durations():
             parse_duration(bad)
 
 
-@pytest.mark.parametrize("args", [
-    ["--budget", "sixteen"], ["--budget", "-4gpus"], ["--budget", "0"], ["--gpu", "Z100"],
-    ["--deadline", "3x"], ["--objective", "speed"], ["--optimizer", "lion"], ["--precision", "fp8x"],
-    ["--network", "carrier-pigeon"], ["--trials", "0"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--budget", "sixteen"],
+        ["--budget", "-4gpus"],
+        ["--budget", "0"],
+        ["--gpu", "Z100"],
+        ["--deadline", "3x"],
+        ["--objective", "speed"],
+        ["--optimizer", "lion"],
+        ["--precision", "fp8x"],
+        ["--network", "carrier-pigeon"],
+        ["--trials", "0"],
+    ],
+)
 def test_bad_options_exit_2_with_one_line(args, capsys, tmp_path):
     code = main(["optimize", "alexnet", *args, "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
@@ -160,8 +204,20 @@ def test_bad_options_exit_2_with_one_line(args, capsys, tmp_path):
 
 
 def test_memory_infeasible_says_by_how_much(capsys, tmp_path):
-    code = main(["optimize", "vgg16", "--gpu", "T4", "--budget", "1", "--min-global-batch", "2048",
-                 "--out", str(tmp_path / "run")])
+    code = main(
+        [
+            "optimize",
+            "vgg16",
+            "--gpu",
+            "T4",
+            "--budget",
+            "1",
+            "--min-global-batch",
+            "2048",
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 1
     assert err.startswith("error: no plan fits: the smallest needs") and "GB per GPU" in err
@@ -179,12 +235,24 @@ def test_money_and_deadline_infeasible():
 @pytest.mark.parametrize("kind", ["sqlite", "journal"])
 def test_storage_persists_and_resumes(kind, tmp_path):
     url = f"sqlite:///{tmp_path / 'db.sqlite'}" if kind == "sqlite" else f"journal:{tmp_path / 'journal.log'}"
-    first = optimize(OptimizeRequest("alexnet", budget=("8gpus",), trials=40, storage=url, study_name="s", exhaustive="never"))
+    first = optimize(
+        OptimizeRequest(
+            "alexnet", budget=("8gpus",), trials=40, storage=url, study_name="s", exhaustive="never"
+        )
+    )
     assert first.search["trials"] == 40
-    again = optimize(OptimizeRequest("alexnet", budget=("8gpus",), trials=90, storage=url, study_name="s", exhaustive="never"))
+    again = optimize(
+        OptimizeRequest(
+            "alexnet", budget=("8gpus",), trials=90, storage=url, study_name="s", exhaustive="never"
+        )
+    )
     assert again.search["trials"] == 90 and again.search["trials_this_run"] == 50
     assert again.best["objective"] <= first.best["objective"]
-    done = optimize(OptimizeRequest("alexnet", budget=("8gpus",), trials=90, storage=url, study_name="s", exhaustive="never"))
+    done = optimize(
+        OptimizeRequest(
+            "alexnet", budget=("8gpus",), trials=90, storage=url, study_name="s", exhaustive="never"
+        )
+    )
     assert done.search["trials_this_run"] == 0 and done.best["objective"] == again.best["objective"]
 
 

@@ -32,10 +32,15 @@ def _exact_front_2d(time_s: np.ndarray, cost: np.ndarray) -> set[tuple[float, fl
     return out
 
 
-@pytest.mark.parametrize("net,budget,gpu", [
-    ("alexnet", "16gpus", None), ("nin", "8gpus", "A100,H100,T4"), ("vgg16", "32gpus", "V100,A10G,L4"),
-    ("resnet50", "64gpus", "H100,A100"),
-])
+@pytest.mark.parametrize(
+    "net,budget,gpu",
+    [
+        ("alexnet", "16gpus", None),
+        ("nin", "8gpus", "A100,H100,T4"),
+        ("vgg16", "32gpus", "V100,A10G,L4"),
+        ("resnet50", "64gpus", "H100,A100"),
+    ],
+)
 def test_front_equals_exhaustive_non_dominated_set(net, budget, gpu):
     req = OptimizeRequest(net, budget=(budget,), objective="time,cost", gpu=gpu)
     data, _ = run_pareto(req)
@@ -49,8 +54,9 @@ def test_front_equals_exhaustive_non_dominated_set(net, budget, gpu):
 
 
 def test_three_objectives_front_is_non_dominated():
-    data, files = run_pareto(OptimizeRequest("alexnet", budget=("8gpus",), objective="time,cost,memory",
-                                             gpu="A100,H100"))
+    data, files = run_pareto(
+        OptimizeRequest("alexnet", budget=("8gpus",), objective="time,cost,memory", gpu="A100,H100")
+    )
     pts = np.array([[p["time_to_train_s"], p["cost_usd"], p["memory_gb"]] for p in data["front"]])
     for i, a in enumerate(pts):
         for j, b in enumerate(pts):
@@ -60,11 +66,30 @@ def test_three_objectives_front_is_non_dominated():
 
 
 def _plan(**kw) -> dict:
-    base = dict(gpu="H100_SXM", gpus=8, nodes=1, gpus_per_node=8, batch_per_worker=256, parallel="data",
-                split=None, scheme="ring", precision="fp32", network="eth100", intra_node_link="nvlink4",
-                time_to_train_s=3600.0, cost_usd=100.0, iteration_ms=100.0, compute_ms=80.0, comm_ms=20.0,
-                forward_ms=25.0, backward_ms=50.0, update_ms=5.0, memory_gb=10.0, device_memory_gb=80.0,
-                binding=[])
+    base = dict(
+        gpu="H100_SXM",
+        gpus=8,
+        nodes=1,
+        gpus_per_node=8,
+        batch_per_worker=256,
+        parallel="data",
+        split=None,
+        scheme="ring",
+        precision="fp32",
+        network="eth100",
+        intra_node_link="nvlink4",
+        time_to_train_s=3600.0,
+        cost_usd=100.0,
+        iteration_ms=100.0,
+        compute_ms=80.0,
+        comm_ms=20.0,
+        forward_ms=25.0,
+        backward_ms=50.0,
+        update_ms=5.0,
+        memory_gb=10.0,
+        device_memory_gb=80.0,
+        binding=[],
+    )
     base.update(kw)
     return base
 
@@ -79,13 +104,28 @@ def test_report_data_is_pure_and_explains_each_plan():
     time_s = np.array([1800.0, 3600.0, 7200.0, 14400.0, 5000.0, 9e9, np.nan])
     cost = np.array([300.0, 150.0, 120.0, 110.0, 400.0, 1.0, 5.0])
     feasible = np.array([True, True, True, True, True, False, False])
-    args = dict(net="x", objectives=["time", "cost"], front=front, time_s=time_s, cost_usd=cost,
-                feasible=feasible, scaling={}, inputs={"net": "x"}, search={}, versions={},
-                constraints={})
+    args = dict(
+        net="x",
+        objectives=["time", "cost"],
+        front=front,
+        time_s=time_s,
+        cost_usd=cost,
+        feasible=feasible,
+        scaling={},
+        inputs={"net": "x"},
+        search={},
+        versions={},
+        constraints={},
+    )
     data = report_data(**args)
     assert data == report_data(**args)  # deterministic, no hidden state
     assert [p["label"] for p in data["front"]] == ["P1", "P2", "P3", "P4"]
-    assert [p["kind"] for p in data["front"]] == ["budget-bound", "communication-bound", "memory-bound", "compute-bound"]
+    assert [p["kind"] for p in data["front"]] == [
+        "budget-bound",
+        "communication-bound",
+        "memory-bound",
+        "compute-bound",
+    ]
     why = [p["why"] for p in data["front"]]
     assert "is the fastest plan" in why[0] and "whole GPU budget (64 GPUs)" in why[0]
     assert "takes 100% longer than P1 for 50% less money" in why[1] and "70% of its 100.0 ms" in why[1]
@@ -109,20 +149,41 @@ def test_classify_precedence():
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("pareto") / "run"
-    assert main(["pareto", "alexnet", "--budget", "16gpus", "--gpu", "A100,H100,T4,L4", "--out", str(out)]) == 0
+    assert (
+        main(["pareto", "alexnet", "--budget", "16gpus", "--gpu", "A100,H100,T4,L4", "--out", str(out)]) == 0
+    )
     return out
 
 
 def test_report_folder_contents(report_dir):
     names = {p.relative_to(report_dir).as_posix() for p in report_dir.rglob("*") if p.is_file()}
     front = json.loads((report_dir / "run.json").read_text())["report"]["front"]
-    expected = {"report.html", "report.md", "pareto.csv", "trials.csv", "run.json", "charts/front.svg",
-                "charts/breakdown.svg", "charts/scaling.svg"} | {f"plan_{k}.json" for k in range(len(front))}
+    expected = {
+        "report.html",
+        "report.md",
+        "pareto.csv",
+        "trials.csv",
+        "run.json",
+        "charts/front.svg",
+        "charts/breakdown.svg",
+        "charts/scaling.svg",
+    } | {f"plan_{k}.json" for k in range(len(front))}
     assert names == expected
     rows = list(csv.DictReader((report_dir / "pareto.csv").open()))
     assert len(rows) == len(front)
-    for col in ("time_to_train_s", "cost_usd", "gpu", "gpus", "batch_per_worker", "scheme", "forward_ms",
-                "backward_ms", "update_ms", "comm_ms", "iteration_ms"):
+    for col in (
+        "time_to_train_s",
+        "cost_usd",
+        "gpu",
+        "gpus",
+        "batch_per_worker",
+        "scheme",
+        "forward_ms",
+        "backward_ms",
+        "update_ms",
+        "comm_ms",
+        "iteration_ms",
+    ):
         assert col in rows[0]
     trials = list(csv.DictReader((report_dir / "trials.csv").open()))
     run = json.loads((report_dir / "run.json").read_text())
@@ -194,8 +255,15 @@ def test_report_in_headless_chromium(report_dir):
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
         )
         page = browser.new_page()
         page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
@@ -204,9 +272,13 @@ def test_report_in_headless_chromium(report_dir):
         page.goto((report_dir / "report.html").as_uri(), wait_until="load")
         charts = page.query_selector_all("svg.chart")
         sizes = [c.bounding_box() for c in charts]
-        shapes = [c.eval_on_selector_all("circle, rect, polyline, line, path", "els => els.length") for c in charts]
+        shapes = [
+            c.eval_on_selector_all("circle, rect, polyline, line, path", "els => els.length") for c in charts
+        ]
         labels = [c.get_attribute("aria-label") for c in charts]
-        rows = page.eval_on_selector_all("#front-table tbody tr", "els => els.map(e => e.cells[0].textContent)")
+        rows = page.eval_on_selector_all(
+            "#front-table tbody tr", "els => els.map(e => e.cells[0].textContent)"
+        )
         points = page.eval_on_selector_all(".front-point", "els => els.length")
         browser.close()
     assert errors == []

@@ -44,8 +44,13 @@ options:
 
 
 def _planner(*args, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "planner", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "planner", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def _trials(spec_path, results, storage=None):
@@ -70,23 +75,32 @@ def test_example_spec_is_valid_and_names_are_stable():
     assert all(c.study.startswith("example.") for c in cells)
 
 
-@pytest.mark.parametrize("text,expect", [
-    ("name: x\ngrid: {net: [alexnet]}\nbogus: 1\n", "unknown key 'bogus' (accepted: name,"),
-    ("name: x\ngrid: {net: [alexnet], colour: [red]}\n", "unknown option 'colour' in grid (accepted: net,"),
-    ("name: x\ngrid: {net: alexnet}\n", "grid.net must be a non-empty list"),
-    ("name: x\ngrid: {net: []}\n", "grid.net must be a non-empty list"),
-    ("name: x\ngrid: {budget: [8gpus]}\n", "no 'net'"),
-    ("name: 'a b'\ngrid: {net: [alexnet]}\n", "'name' must be a word"),
-    ("name: x\ntrials: 0\ngrid: {net: [alexnet]}\n", "'trials' must be an integer >= 1"),
-    ("name: x\ngrid: {net: [alexnet]}\noptions: {pipeline: maybe}\n", "options.pipeline value 'maybe' is not bool"),
-    ("name: x\ngrid: {net: [alexnet]}\noptions: {gpu: Z100}\n", "--gpu 'Z100' matches no device"),
-    ("name: x\ngrid: {net: [alexnet, nonet]}\n", "unknown net 'nonet'"),
-    ("name: x\ngrid: {net: [alexnet], budget: [sixteen]}\n", "--budget 'sixteen' is not"),
-    ("name: x\ngrid: {net: [alexnet]}\noptions: {net: vgg16}\n", "in both grid and options"),
-    ("name: x\ngrid: {net: [alexnet]}\nstorage: mysql://x\n", "'storage' must be"),
-    ("name: x\ngrid: [net]\n", "'grid' must map option names"),
-    ("name: x\n  grid: {\n", "malformed YAML"),
-])
+@pytest.mark.parametrize(
+    "text,expect",
+    [
+        ("name: x\ngrid: {net: [alexnet]}\nbogus: 1\n", "unknown key 'bogus' (accepted: name,"),
+        (
+            "name: x\ngrid: {net: [alexnet], colour: [red]}\n",
+            "unknown option 'colour' in grid (accepted: net,",
+        ),
+        ("name: x\ngrid: {net: alexnet}\n", "grid.net must be a non-empty list"),
+        ("name: x\ngrid: {net: []}\n", "grid.net must be a non-empty list"),
+        ("name: x\ngrid: {budget: [8gpus]}\n", "no 'net'"),
+        ("name: 'a b'\ngrid: {net: [alexnet]}\n", "'name' must be a word"),
+        ("name: x\ntrials: 0\ngrid: {net: [alexnet]}\n", "'trials' must be an integer >= 1"),
+        (
+            "name: x\ngrid: {net: [alexnet]}\noptions: {pipeline: maybe}\n",
+            "options.pipeline value 'maybe' is not bool",
+        ),
+        ("name: x\ngrid: {net: [alexnet]}\noptions: {gpu: Z100}\n", "--gpu 'Z100' matches no device"),
+        ("name: x\ngrid: {net: [alexnet, nonet]}\n", "unknown net 'nonet'"),
+        ("name: x\ngrid: {net: [alexnet], budget: [sixteen]}\n", "--budget 'sixteen' is not"),
+        ("name: x\ngrid: {net: [alexnet]}\noptions: {net: vgg16}\n", "in both grid and options"),
+        ("name: x\ngrid: {net: [alexnet]}\nstorage: mysql://x\n", "'storage' must be"),
+        ("name: x\ngrid: [net]\n", "'grid' must map option names"),
+        ("name: x\n  grid: {\n", "malformed YAML"),
+    ],
+)
 def test_invalid_specs_are_rejected_up_front(tmp_path, text, expect, capsys):
     path = _spec(tmp_path, text)
     with pytest.raises(SweepSpecError, match=None) as err:
@@ -164,8 +178,21 @@ def _two_workers(spec, results, storage=None) -> list:
 
     prepare(load_with(spec, str(results), storage))
     extra = ["--storage", storage] if storage else []
-    procs = [_planner("sweep", "worker", str(spec), "--task", str(k), "--workers-per-study", "2",
-                      "--results", str(results), *extra) for k in (0, 1)]
+    procs = [
+        _planner(
+            "sweep",
+            "worker",
+            str(spec),
+            "--task",
+            str(k),
+            "--workers-per-study",
+            "2",
+            "--results",
+            str(results),
+            *extra,
+        )
+        for k in (0, 1)
+    ]
     for p in procs:
         out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
@@ -220,9 +247,29 @@ options:
 def test_dry_run_prints_the_script_and_writes_nothing(tmp_path, capsys):
     spec = _spec(tmp_path, SIX.format(name="dry"))
     results = tmp_path / "results"
-    assert main(["sweep", "run", str(spec), "--backend", "slurm", "--dry-run", "--results", str(results),
-                 "--partition", "gpu", "--time", "2:00:00", "--array-parallel", "3",
-                 "--workers-per-study", "2"]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "run",
+                str(spec),
+                "--backend",
+                "slurm",
+                "--dry-run",
+                "--results",
+                str(results),
+                "--partition",
+                "gpu",
+                "--time",
+                "2:00:00",
+                "--array-parallel",
+                "3",
+                "--workers-per-study",
+                "2",
+            ]
+        )
+        == 0
+    )
     script = capsys.readouterr().out
     assert script.startswith("#!/bin/bash\n")
     assert "#SBATCH --array=0-11%3" in script and "#SBATCH --partition=gpu" in script
@@ -250,9 +297,22 @@ def test_slurm_sweep_matches_local_backend(tmp_path, capsys):
     assert main(["sweep", "run", str(spec), "--results", str(local_results)]) == 0
     for r in (slurm_results, local_results):
         assert main(["sweep", "collect", str(spec), "--results", str(r)]) == 0
-    keys = ["study", "gpu", "gpus", "gpus_per_node", "batch_per_worker", "scheme", "time_to_train_s", "cost_usd"]
-    slurm_rows = [{k: r[k] for k in keys} for r in csv.DictReader((slurm_results / "six" / "summary.csv").open())]
-    local_rows = [{k: r[k] for k in keys} for r in csv.DictReader((local_results / "six" / "summary.csv").open())]
+    keys = [
+        "study",
+        "gpu",
+        "gpus",
+        "gpus_per_node",
+        "batch_per_worker",
+        "scheme",
+        "time_to_train_s",
+        "cost_usd",
+    ]
+    slurm_rows = [
+        {k: r[k] for k in keys} for r in csv.DictReader((slurm_results / "six" / "summary.csv").open())
+    ]
+    local_rows = [
+        {k: r[k] for k in keys} for r in csv.DictReader((local_results / "six" / "summary.csv").open())
+    ]
     assert len(slurm_rows) == 6 and slurm_rows == local_rows
     logs = list((slurm_results / "six" / "logs").glob("*.out"))
     assert len(logs) == 6
@@ -270,8 +330,24 @@ def test_two_slurm_array_tasks_share_a_study_through_postgresql(tmp_path, capsys
     spec = _spec(tmp_path, SMALL.format(name=name, trials=n).replace("[alexnet, nin]", "[vgg16]"))
     results = tmp_path / "results"
     try:
-        assert main(["sweep", "run", str(spec), "--backend", "slurm", "--workers-per-study", "2",
-                     "--storage", url, "--results", str(results)]) == 0
+        assert (
+            main(
+                [
+                    "sweep",
+                    "run",
+                    str(spec),
+                    "--backend",
+                    "slurm",
+                    "--workers-per-study",
+                    "2",
+                    "--storage",
+                    url,
+                    "--results",
+                    str(results),
+                ]
+            )
+            == 0
+        )
         assert "2 tasks for 1 studies" in capsys.readouterr().out
         s = load_with(spec, str(results), url)
         deadline = time.time() + 300
