@@ -198,8 +198,18 @@ def conv_forward(n: int, g: ConvGeom, rules, algorithm: str) -> Work:
     return gemm(n, g.h, g.w, g.c, g.kh, g.kw, g.k, g.oh, g.ow, g.ph, g.pw, rules)
 
 
+def _gemm_grad(n: int, g: ConvGeom, reads: tuple[float, float], write: float) -> Work:
+    """A gradient as one GEMM with the forward's FLOPs: two operands read, one written."""
+    flops = 2.0 * g.kh * g.kw * g.c * g.oh * g.ow * g.k * n
+    return Work([flops], [float(reads[0]), float(reads[1]), float(write)])
+
+
 def conv_backward_data(n: int, g: ConvGeom, gg: GradGeom, rules, algorithm: str) -> Work:
-    """Data gradient: a stride-1 convolution of the zero-inserted output gradient."""
+    """Data gradient: a stride-1 convolution of the zero-inserted output gradient (PALEO), or
+    dX = dY . W^T as a GEMM with col2im (rules with ``gemm_backward``)."""
+    if rules.gemm_backward and algorithm != "fft":
+        dy, w, dx = n * g.oh * g.ow * g.k * F32, g.kh * g.kw * g.c * g.k * F32, n * g.h * g.w * g.c * F32
+        return _gemm_grad(n, g, (dy, w), dx)
     if algorithm == "fft":
         dummy = ConvGeom(gg.exp_h, gg.exp_w, g.k, g.kh, g.kw, g.c, 1, 1, g.h, g.w, gg.pad_h, gg.pad_w, False)
         return fft(n, dummy)
@@ -221,7 +231,11 @@ def conv_backward_data(n: int, g: ConvGeom, gg: GradGeom, rules, algorithm: str)
 
 
 def conv_backward_filter(n: int, g: ConvGeom, gg: GradGeom, rules, algorithm: str) -> Work:
-    """Filter gradient: batch and channel axes swapped, the output gradient as the filter."""
+    """Filter gradient: batch and channel axes swapped, the output gradient as the filter
+    (PALEO), or dW = X^T . dY as a GEMM over im2col (rules with ``gemm_backward``)."""
+    if rules.gemm_backward and algorithm != "fft":
+        x, dy, dw = n * g.h * g.w * g.c * F32, n * g.oh * g.ow * g.k * F32, g.kh * g.kw * g.c * g.k * F32
+        return _gemm_grad(n, g, (x, dy), dw)
     if algorithm == "fft":
         dummy = ConvGeom(
             g.h, g.w, n, gg.exp_h, gg.exp_w, g.k, 1, 1, g.kh, g.kw, gg.filt_pad_h, gg.filt_pad_w, False

@@ -7,6 +7,10 @@ listed here, as flags, so that each quirk is named once and applied where the fl
 Both share PALEO's unit conventions: device memory bandwidth is *labelled* GB/s but used as
 GiB/s (``bytes / 2**30 / bw``), network bandwidth is decimal, and the weight update ignores
 PPP_comp (Qi et al. 2017; paleo-model.md §A.3, §A.5, §B.5).
+
+``planner`` is PALEO's model with those defects fixed (paleo-model.md, "Known defects"): one
+decimal unit convention, gradients costed as GEMMs, the update under PPP_comp, unpadded reads.
+It reproduces no published number; it is the better estimate for today's hardware.
 """
 
 from __future__ import annotations
@@ -55,6 +59,11 @@ class Rules:
     mem_bytes_per_gb: float = float(2**30)
     # PALEO costs the weight update with PPP_comp fixed at 1.0 (§A.5, F.9).
     update_ignores_ppp: bool = True
+    # Cost both gradients as GEMMs with the forward's FLOPs (im2col / col2im, as cuDNN and
+    # cuBLAS compute them) instead of PALEO's dummy full convolutions, which count the zeros
+    # inserted for strides and cost an FC-as-conv layer's data gradient kh*kw times its
+    # forward (25x for AlexNet fc6; paleo-model.md §A.4.3, F.6).
+    gemm_backward: bool = False
 
 
 PALEO_2018 = Rules(
@@ -79,7 +88,21 @@ PALEO_2016 = Rules(
     valid_filter_grad=False,
 )
 
-RULES: dict[str, Rules] = {r.name: r for r in (PALEO_2018, PALEO_2016)}
+PLANNER = Rules(
+    name="planner",
+    description="PALEO with its defects fixed: decimal units, GEMM-cost gradients, update with PPP",
+    layer_types=_TYPES_2018,
+    read_padded_input=False,
+    tf_same_padding=True,
+    symmetric_odd_fix=True,
+    count_input_holes=False,
+    valid_filter_grad=True,
+    mem_bytes_per_gb=1e9,
+    update_ignores_ppp=False,
+    gemm_backward=True,
+)
+
+RULES: dict[str, Rules] = {r.name: r for r in (PALEO_2018, PALEO_2016, PLANNER)}
 DEFAULT_RULES = PALEO_2018.name
 
 

@@ -47,6 +47,7 @@ class Parallel(str, Enum):
 class RulesOpt(str, Enum):
     paleo_2018 = "paleo-2018"
     paleo_2016 = "paleo-2016"
+    planner = "planner"
 
 
 class ConvAlg(str, Enum):

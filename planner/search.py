@@ -165,8 +165,8 @@ def run(
     start = time.perf_counter()
     cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
     while True:
-        if timeout is not None and time.perf_counter() - start > timeout:
-            break
+        if timeout is not None and stats.trials and time.perf_counter() - start > timeout:
+            break  # (the first batch always runs, so there is an answer to give)
         asked = shared.claim(study, trials, batch, stale_after)
         if asked is None:
             break  # the study has its trials
@@ -202,7 +202,9 @@ def run(
             except ValueError:
                 continue  # a trial from a different space
     if not keys:
-        raise RuntimeError("the study has no completed trial")
+        from planner.errors import PlannerError
+
+        raise PlannerError(f"study '{study.study_name}' has no completed trial to answer from")
     arr = np.array(sorted(keys), dtype=np.int64).T
     found = score(scorer, dict(zip(AXES, arr, strict=True)), objectives)
     if refine:
