@@ -130,7 +130,7 @@ def build(net: Net, rules, algorithm: str = "gemm") -> NetCosts:
                     ba.append(2 * x1 - x2)
                     bb.append(x2 - x1)
                     bg.append(g)
-    arr = lambda v, t=float: np.asarray(v, dtype=t)  # noqa: E731
+    arr = lambda v, t=float: np.asarray(v, dtype=t)
 
     def terms(a, b, g) -> Terms:
         order = np.argsort(arr(g, np.int64), kind="stable")

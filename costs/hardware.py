@@ -9,6 +9,8 @@ import numpy as np
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 # Bytes per element of activations, weights and gradients. TF32 stores fp32 values.
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
+# the same, indexed like PRECISIONS (plans carry a precision index)
+ELEMENT_SIZE = np.array([ELEMENT_BYTES[p] for p in PRECISIONS], dtype=float)
 
 
 @dataclass(frozen=True)

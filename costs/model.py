@@ -24,10 +24,9 @@ import numpy as np
 
 from costs import comm
 from costs.coefficients import NetCosts, Terms
-from costs.hardware import ELEMENT_BYTES, PRECISIONS, DeviceTable, LinkTable
+from costs.hardware import ELEMENT_SIZE, PRECISIONS, DeviceTable, LinkTable
 from costs.layers import PHASES
 
-_ELEM = np.array([ELEMENT_BYTES[p] for p in PRECISIONS], dtype=float)
 _UPDATE_BYTES = 4.0  # the update reads and writes fp32 master weights (Micikevicius et al. 2018)
 
 
@@ -144,7 +143,7 @@ def layer_times(costs: NetCosts, devices: DeviceTable, device, precision, ppp, p
     g0, g = first * per_layer, (costs.n_layers - first) * per_layer
     n = n.astype(float)
     comp = _term_times(costs.flops, n, peak * ppp, floor, np.ones_like(peak), g0, g, True)
-    mem = _term_times(costs.bytes, n, bw * ppp, floor, _ELEM[precision] / 4.0, g0, g, False)
+    mem = _term_times(costs.bytes, n, bw * ppp, floor, ELEMENT_SIZE[precision] / 4.0, g0, g, False)
     t = np.where(pipeline[None, :], np.maximum(comp, mem), comp + mem)
     t = t.reshape(costs.n_layers - first, len(PHASES), len(costs.variants), -1)
     return t.min(axis=2)  # "best": the cheaper algorithm per layer and phase
@@ -216,7 +215,7 @@ def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTab
     data_params = costs.params_before[split].astype(float)
     update = update_time(data_params, peak, membw, floor, upd_ppp, plans.pipeline)
     local_params = data_params.copy()
-    elem = _ELEM[plans.precision]
+    elem = ELEMENT_SIZE[plans.precision]
     act_comm = np.zeros(P)
 
     if any_hybrid:

@@ -54,8 +54,8 @@ from __future__ import annotations
 import numpy as np
 
 from costs.coefficients import NetCosts
-from costs.hardware import DeviceTable, LinkTable
-from costs.model import _ELEM, Breakdown, Plans, layer_times, update_time
+from costs.hardware import ELEMENT_SIZE, DeviceTable, LinkTable
+from costs.model import Breakdown, Plans, layer_times, update_time
 
 
 def layer_devices(costs: NetCosts) -> np.ndarray:
@@ -111,7 +111,7 @@ def evaluate_explicit(
 
     # Per-plan transfer terms.
     n = plans.batch.astype(float)
-    elem = _ELEM[plans.precision]
+    elem = ELEMENT_SIZE[plans.precision]
     gpn = np.maximum(plans.gpus_per_node, 1)
     ppp_comm = plans.ppp_comm
     bw_in, lat_in = links.bandwidth[plans.intra_link], links.latency[plans.intra_link]

@@ -76,8 +76,8 @@ def front_chart(data: dict, labels: bool = True) -> str:
     ax = data["axes"]
     lx0, lx1 = math.log10(ax["time_h"][0]), math.log10(ax["time_h"][1])
     ly0, ly1 = math.log10(ax["cost_usd"][0]), math.log10(ax["cost_usd"][1])
-    X = lambda v: ml + (math.log10(v) - lx0) / (lx1 - lx0) * pw  # noqa: E731
-    Y = lambda v: mt + ph - (math.log10(v) - ly0) / (ly1 - ly0) * ph  # noqa: E731
+    X = lambda v: ml + (math.log10(v) - lx0) / (lx1 - lx0) * pw
+    Y = lambda v: mt + ph - (math.log10(v) - ly0) / (ly1 - ly0) * ph
     body = [f"<rect x='{ml}' y='{mt}' width='{pw}' height='{ph}' fill='#fafafa' stroke='#ccc'/>"]
     for v in _ticks(*ax["time_h"]):
         x = X(v)
@@ -231,8 +231,8 @@ def scaling_chart(data: dict) -> str:
         kmax = max(k for pts in c["schemes"].values() for k, _ in pts)
         smax = max([s for pts in c["schemes"].values() for _, s in pts] + [1.0])
         top = max(smax, 1.0) * 1.05
-        X = lambda k, kmax=kmax, ox=ox: ox + (math.log2(k) / max(math.log2(kmax), 1)) * pw  # noqa: E731
-        Y = lambda s, top=top, oy=oy: oy + ph - s / top * ph  # noqa: E731
+        X = lambda k, kmax=kmax, ox=ox: ox + (math.log2(k) / max(math.log2(kmax), 1)) * pw
+        Y = lambda s, top=top, oy=oy: oy + ph - s / top * ph
         body.append(
             f"<text x='{ox}' y='{oy - 10}' font-weight='bold'>{escape(gpu)} "
             f"({c['batch_per_worker']} per GPU, {c['per_node']} per node)</text>"

@@ -204,7 +204,7 @@ def _plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives
         "network": scorer.links.names[0],
         "intra_node_link": scorer.links.names[1 + int(one["gpu"][0])],
     }
-    ms = lambda k: float(m[k][0] * 1e3)  # noqa: E731
+    ms = lambda k: float(m[k][0] * 1e3)
     rec.update(
         forward_ms=ms("forward_s"),
         backward_ms=ms("backward_s"),
