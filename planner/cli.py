@@ -285,6 +285,12 @@ def optimize(
             help="GPU types to consider, e.g. A100,H100 (prefixes). Default: current GPUs with a price."
         ),
     ] = None,
+    price: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Your price per GPU-hour, DEVICE=USD (e.g. H100_SXM=2.49); repeatable; overrides the catalog."
+        ),
+    ] = None,
     network: Annotated[
         str, typer.Option(help="Link between nodes (see `planner list networks`).")
     ] = "eth100",
@@ -385,6 +391,7 @@ def _optimize_request(opts: dict):
         deadline=opts["deadline"],
         objective=objective,
         gpu=opts["gpu"],
+        prices=tuple(opts.get("price") or ()),
         network=opts["network"],
         epochs=opts["epochs"],
         dataset_size=opts["dataset_size"],

@@ -37,6 +37,7 @@ class OptimizeRequest:
     deadline: str | None = None
     objective: str = "time"
     gpu: str | None = None
+    prices: tuple[str, ...] = ()  # DEVICE=USD per GPU-hour overrides of prices.toml
     network: str = "eth100"
     epochs: float | None = None
     dataset_size: int | None = None
@@ -86,11 +87,31 @@ def _objectives(text: str) -> tuple[str, ...]:
     return parts
 
 
-def select_gpus(pattern: str | None) -> list[str]:
-    """Device keys for ``--gpu A100,H100`` (case-insensitive prefixes); default: modern priced GPUs."""
+def parse_prices(values: tuple[str, ...] | list[str]) -> dict[str, float]:
+    """``--price H100_SXM=2.49`` (USD per GPU-hour) -> {device key: price}, overriding prices.toml."""
+    out: dict[str, float] = {}
+    for raw in values:
+        key, sep, value = raw.partition("=")
+        try:
+            price = float(value.strip().lstrip("$"))
+        except ValueError:
+            price = -1.0
+        if not sep or price <= 0:
+            raise BadInput(f"--price '{raw}' is not DEVICE=USD_PER_GPU_HOUR, e.g. H100_SXM=2.49")
+        out[catalog.device(key.strip()).key] = price
+    return out
+
+
+def select_gpus(pattern: str | None, prices: dict[str, float] | None = None) -> list[str]:
+    """Device keys for ``--gpu A100,H100`` (case-insensitive prefixes); default: current GPUs
+    with a price (the catalog's or one given with --price)."""
     devices = catalog.devices()
     if not pattern:
-        return [k for k, d in devices.items() if not d.paleo and d.price_usd_per_hour is not None]
+        return [
+            k
+            for k, d in devices.items()
+            if not d.paleo and (d.price_usd_per_hour is not None or k in (prices or {}))
+        ]
     keys: list[str] = []
     for part in (p.strip() for p in pattern.split(",")):
         if not part:
@@ -129,7 +150,8 @@ def build(req: OptimizeRequest):
             raise BadInput(f"{name} must be in (0, 1], got {v}")
     if req.exhaustive not in ("auto", "always", "never"):
         raise BadInput(f"--exhaustive '{req.exhaustive}' (valid: auto, always, never)")
-    gpus = select_gpus(req.gpu)
+    prices = parse_prices(req.prices)
+    gpus = select_gpus(req.gpu, prices)
     net_info = catalog.network(req.network)
     costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm)
     training = costs.net.meta.get("training", {})
@@ -169,7 +191,12 @@ def build(req: OptimizeRequest):
         costs,
         catalog.device_table(gpus),
         catalog.link_table([net_info.key] + [i.device.intra_link for i in infos]),
-        np.array([i.price_usd_per_hour if i.price_usd_per_hour is not None else np.nan for i in infos]),
+        np.array(
+            [
+                prices.get(i.key, i.price_usd_per_hour if i.price_usd_per_hour is not None else np.nan)
+                for i in infos
+            ]
+        ),
         limits,
         float(epochs),
         int(dataset),

@@ -38,6 +38,7 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "deadline": (str,),
     "objective": (str,),
     "gpu": (str,),
+    "prices": (list,),
     "network": (str,),
     "epochs": (int, float),
     "dataset_size": (int,),
@@ -112,9 +113,11 @@ def _budgets(value) -> tuple[str, ...]:
 
 
 def _request(opts: dict, spec: SweepSpec) -> OptimizeRequest:
-    kwargs = {k: v for k, v in opts.items() if k != "budget"}
+    kwargs = {k: v for k, v in opts.items() if k not in ("budget", "prices")}
     if "budget" in opts:
         kwargs["budget"] = _budgets(opts["budget"])
+    if "prices" in opts:
+        kwargs["prices"] = tuple(str(v) for v in opts["prices"])
     return OptimizeRequest(
         **kwargs,
         trials=spec.trials,

@@ -12,7 +12,7 @@ import pytest
 from planner import catalog
 from planner.cli import main
 from planner.constraints import parse_budgets, parse_duration
-from planner.errors import BadInput, InfeasibleError
+from planner.errors import BadInput, InfeasibleError, PlannerError
 from planner.estimate import EstimateRequest, estimate
 from planner.optimize import OptimizeRequest, optimize
 from planner.search import pareto_mask
@@ -267,3 +267,21 @@ def test_table_output_explains(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "Best plan for alexnet" in out and "Why it wins:" in out and "Reproduce: planner estimate" in out
     assert "exhaustive optimum" in out and (tmp_path / "r" / "run.json").is_file()
+
+
+def test_price_overrides():
+    """--price replaces the catalog's price and admits an unpriced GPU into the default set."""
+    r = optimize(
+        OptimizeRequest(
+            "alexnet", budget=("8gpus",), objective="cost", gpu="H100_SXM", prices=("H100_SXM=1.00",)
+        )
+    )
+    b = r.best
+    assert math.isclose(b["cost_usd"], b["time_to_train_s"] / 3600 * b["gpus"] * 1.0, rel_tol=1e-12)
+    from planner.optimize import build
+
+    scorer, _ = build(OptimizeRequest("alexnet", prices=("MI250X=0.50",)))
+    assert "MI250X" in scorer.space.gpu
+    for bad in ("H100_SXM", "H100_SXM=abc", "H100_SXM=-1", "Z9=1"):
+        with pytest.raises(PlannerError):
+            build(OptimizeRequest("alexnet", prices=(bad,)))
