@@ -226,6 +226,13 @@ def zoo() -> dict[str, Path]:
     return {p.stem: p for p in sorted((configs_dir() / "nets").glob("*.json"))}
 
 
+def zoo_info() -> dict[str, dict]:
+    """Each zoo net's spec as read from its file (name, source, training defaults, layers)."""
+    import json
+
+    return {name: json.loads(path.read_text()) for name, path in zoo().items()}
+
+
 def net_path(name: str) -> Path:
     """A zoo name (or PALEO alias) or a path to a spec file."""
     nets = zoo()

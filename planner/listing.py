@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from planner import catalog
 
 
@@ -67,8 +65,7 @@ def listing(what: str) -> tuple[list[dict], list[tuple[str, str]]]:
         ]
         return _short(recs), cols
     recs = []
-    for name, path in catalog.zoo().items():
-        meta = json.loads(path.read_text())
+    for name, meta in catalog.zoo_info().items():
         recs.append(
             {
                 "net": name,
