@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import sys
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from planner.cliopts import (
+    ConvAlg,
+    Fmt,
+    Parallel,
+    Precision,
+    RulesOpt,
+    Scaling,
+    SchemeOpt,
+    What,
+    parse_int_list,
+)
 
 app = typer.Typer(
     name="planner",
@@ -17,80 +28,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-class Fmt(str, Enum):
-    table = "table"
-    csv = "csv"
-    json = "json"
-
-
-class Scaling(str, Enum):
-    strong = "strong"
-    weak = "weak"
-
-
-class SchemeOpt(str, Enum):
-    onetoall = "onetoall"
-    tree = "tree"
-    butterfly = "butterfly"
-    ring = "ring"
-    all = "all"
-
-
-class Parallel(str, Enum):
-    data = "data"
-    model = "model"
-    hybrid = "hybrid"
-
-
-class RulesOpt(str, Enum):
-    paleo_2018 = "paleo-2018"
-    paleo_2016 = "paleo-2016"
-    planner = "planner"
-
-
-class ConvAlg(str, Enum):
-    gemm = "gemm"
-    fft = "fft"
-    best = "best"
-
-
-class Precision(str, Enum):
-    fp32 = "fp32"
-    tf32 = "tf32"
-    fp16 = "fp16"
-    bf16 = "bf16"
-
-
-class What(str, Enum):
-    nets = "nets"
-    devices = "devices"
-    networks = "networks"
-
-
-def parse_int_list(value: str, option: str) -> tuple[int, ...]:
-    """'1,2,4,8' or '1-8' (powers of two) -> a tuple of positive integers."""
-    from planner.errors import BadInput
-
-    out: list[int] = []
-    for part in value.replace(" ", "").split(","):
-        try:
-            if "-" in part[1:]:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                v = lo
-                while v <= hi:
-                    out.append(v)
-                    v *= 2
-            else:
-                out.append(int(part))
-        except ValueError:
-            raise BadInput(
-                f"{option} takes integers like 1,2,4,8 or a range 1-128 (powers of two), got '{value}'"
-            ) from None
-    if not out or min(out) < 1:
-        raise BadInput(f"{option} takes positive integers, got '{value}'")
-    return tuple(out)
 
 
 ESTIMATE_COLUMNS = [
@@ -259,13 +196,6 @@ def list_(
         typer.echo(render.table(records, cols, 2))
 
 
-class Objective(str, Enum):
-    time = "time"
-    cost = "cost"
-    throughput = "throughput"
-    time_cost = "time,cost"
-
-
 @app.command()
 def optimize(
     net: Annotated[
@@ -371,7 +301,7 @@ def optimize(
     if format is Fmt.csv:
         typer.echo(render.to_csv(rows, PLAN_CSV), nl=False)
         return
-    typer.echo(render_optimize(result, saved))
+    typer.echo(render.optimize_text(result, saved))
 
 
 def _optimize_request(opts: dict):
@@ -486,192 +416,6 @@ def report(run_dir: Annotated[str, typer.Argument(help="A folder written by `pla
     typer.echo(f"Rendered {', '.join(files)} in {run_dir}")
 
 
-sweep_app = typer.Typer(
-    help="Batch sweeps: many studies at once, locally or as a Slurm job array.", no_args_is_help=True
-)
-app.add_typer(sweep_app, name="sweep")
-
-
-class Backend(str, Enum):
-    local = "local"
-    slurm = "slurm"
-
-
-SpecArg = Annotated[str, typer.Argument(help="Sweep spec (YAML); see configs/sweeps/example.yaml.")]
-ResultsOpt = Annotated[
-    str | None, typer.Option(help="Parent of the sweep folder (default: the spec's `results`).")
-]
-StorageOpt = Annotated[
-    str | None, typer.Option(help="Optuna storage instead of the sweep's journal file, e.g. postgresql://...")
-]
-
-
-@sweep_app.command("run")
-def sweep_run(
-    spec: SpecArg,
-    backend: Annotated[
-        Backend, typer.Option(help="local: a process pool on this machine; slurm: a job array.")
-    ] = Backend.local,
-    workers: Annotated[int | None, typer.Option(help="Local processes (default: one per core).")] = None,
-    partition: Annotated[str | None, typer.Option(help="Slurm partition.")] = None,
-    time_limit: Annotated[str, typer.Option("--time", help="Slurm time limit per array task.")] = "1:00:00",
-    array_parallel: Annotated[int | None, typer.Option(help="Slurm: at most N array tasks at once.")] = None,
-    workers_per_study: Annotated[
-        int, typer.Option(help="Slurm: array tasks optimising each study together.")
-    ] = 1,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Slurm: print the sbatch script, submit nothing.")
-    ] = False,
-    results: ResultsOpt = None,
-    storage: StorageOpt = None,
-) -> None:
-    """Run (or finish) every study of a sweep; finished studies are skipped."""
-    from planner import sweep
-    from planner.errors import BadInput
-
-    if (
-        workers_per_study < 1
-        or (array_parallel is not None and array_parallel < 1)
-        or (workers is not None and workers < 1)
-    ):
-        raise BadInput("--workers, --workers-per-study and --array-parallel take positive integers")
-    s = sweep.load_with(spec, results, storage)
-    if backend is Backend.local:
-        statuses = sweep.run_local(s, workers)
-        done = sum(x.state == "done" for x in statuses)
-        typer.echo(f"{done} of {len(statuses)} studies done; storage {s.storage}")
-        typer.echo(f"Next: planner sweep collect {spec}" + (f" --results {results}" if results else ""))
-        if done < len(statuses):
-            raise typer.Exit(1)
-        return
-    cells = s.cells() if dry_run else None
-    if not dry_run:
-        sweep.prepare(s)
-        cells = sweep._pending(s)
-        if not cells:
-            typer.echo(f"All {len(s.cells())} studies are done; nothing to submit.")
-            return
-    tasks = sweep.task_indices(s, cells, workers_per_study)
-    script = sweep.slurm_script(s, tasks, workers_per_study, partition, time_limit, array_parallel)
-    if dry_run:
-        typer.echo(script, nl=False)
-        return
-    job = sweep.submit(s, script)
-    typer.echo(
-        f"Submitted job array {job}: {len(tasks)} tasks for {len(cells)} studies "
-        f"({s.folder / 'sweep.sbatch'}). Watch with: planner sweep status {spec}"
-    )
-
-
-@sweep_app.command("worker")
-def sweep_worker(
-    spec: SpecArg,
-    task: Annotated[int, typer.Option(help="Array task id: study task // workers-per-study.")],
-    workers_per_study: Annotated[int, typer.Option(help="Tasks sharing each study.")] = 1,
-    results: ResultsOpt = None,
-    storage: StorageOpt = None,
-) -> None:
-    """Optimise the study of one array task (what each Slurm task runs)."""
-    from planner import sweep
-    from planner.errors import BadInput
-
-    s = sweep.load_with(spec, results, storage)
-    cells = s.cells()
-    index = task // max(workers_per_study, 1)
-    if task < 0 or index >= len(cells):
-        raise BadInput(
-            f"--task {task} is out of range: the sweep has {len(cells)} studies x "
-            f"{workers_per_study} tasks (0..{len(cells) * workers_per_study - 1})"
-        )
-    name, state = sweep.run_cell(str(s.path), index, str(s.results), s.storage_url)
-    typer.echo(f"{name}: {state}")
-    if state != "done":
-        raise typer.Exit(1)
-
-
-@sweep_app.command("status")
-def sweep_status(
-    spec: SpecArg,
-    results: ResultsOpt = None,
-    storage: StorageOpt = None,
-    format: Annotated[Fmt, typer.Option("--format")] = Fmt.table,
-) -> None:
-    """Per study: trials done, best value so far, state, and the Slurm job state."""
-    from planner import render, sweep
-
-    s = sweep.load_with(spec, results, storage)
-    statuses = sweep.status(s)
-    slurm = sweep.slurm_states(s)
-    recs = [
-        {
-            "study": x.cell.study,
-            "trials": f"{x.complete}/{s.trials}",
-            "running": x.running,
-            "best": x.best,
-            "state": x.state,
-            "slurm": slurm.get(x.cell.index, ""),
-            "note": x.message,
-        }
-        for x in statuses
-    ]
-    if format is Fmt.json:
-        typer.echo(render.to_json(recs))
-    elif format is Fmt.csv:
-        typer.echo(render.to_csv(recs), nl=False)
-    else:
-        for r in recs:
-            r["best"] = "" if r["best"] is None else r["best"]
-        cols = [
-            ("study", "study"),
-            ("trials", "trials"),
-            ("best", "best so far"),
-            ("state", "state"),
-            ("slurm", "slurm"),
-            ("note", "note"),
-        ]
-        typer.echo(render.table(recs, cols, 3))
-
-
-@sweep_app.command("collect")
-def sweep_collect(spec: SpecArg, results: ResultsOpt = None, storage: StorageOpt = None) -> None:
-    """summary.csv and a report (Markdown, HTML) comparing the cells."""
-    from planner import render, sweep, sweepreport
-
-    s = sweep.load_with(spec, results, storage)
-    data = sweepreport.collect_data(s.name, sweep.status(s))
-    cols = [
-        "study",
-        *s.grid,
-        "net",
-        "budget",
-        "objective",
-        "state",
-        "trials",
-        *sweepreport.PLAN_COLUMNS,
-        "front_size",
-        "gap",
-        "note",
-    ]
-    cols = list(dict.fromkeys(cols))
-    files = {
-        "summary.csv": render.to_csv(data["rows"], cols),
-        "summary.md": sweepreport.render_markdown(data),
-        "summary.html": sweepreport.render_html(data),
-    }
-    s.folder.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        tmp = s.folder / f".{name}.tmp"
-        tmp.write_text(text)
-        tmp.replace(s.folder / name)
-    typer.echo(f"Wrote {', '.join(files)} in {s.folder}")
-    if data["missing"]:
-        typer.echo(
-            f"warning: {len(data['missing'])} of {len(data['rows'])} studies are not done; "
-            f"run `planner sweep run {spec}` to finish them",
-            err=True,
-        )
-
-
 PLAN_CSV = [
     "gpu",
     "gpus",
@@ -696,81 +440,9 @@ PLAN_CSV = [
 ]
 
 
-def render_optimize(result, saved) -> str:
-    """The terminal report of `planner optimize`."""
-    from planner import render
+from planner.cli_sweep import sweep_app  # noqa: E402
 
-    b = result.best
-    lines = []
-    inside = f"{b['nodes']} node{'s' if b['nodes'] > 1 else ''} x {b['gpus_per_node']}"
-    split = "data parallel" if b["parallel"] == "data" else f"hybrid (model parallel from {b['split']})"
-    goal = ", ".join(result.objectives)
-    lines.append(f"Best plan for {result.net} (minimising {goal}):")
-    lines.append(
-        f"  {b['gpus']} x {b['gpu']}  ({inside}; {b['intra_node_link']} inside a node, "
-        f"{b['network']} between nodes)"
-    )
-    lines.append(
-        f"  {split}, {b['batch_per_worker']} samples per GPU (global batch {b['global_batch']:,}), "
-        f"{b['scheme']} AllReduce, {b['precision']}"
-    )
-    cost = "n/a (no price)" if b["cost_usd"] is None else f"${b['cost_usd']:,.2f}"
-    lines.append(
-        f"  time to train {render.duration(b['time_to_train_s'])}   cost {cost}   "
-        f"iteration {b['iteration_ms']:,.2f} ms   {b['throughput_samples_s']:,.0f} samples/s   "
-        f"memory {b['memory_gb']:.1f} of {b['device_memory_gb']:.0f} GB"
-    )
-    lines.append(
-        f"  per iteration: forward {b['forward_ms']:,.2f} ms, backward {b['backward_ms']:,.2f} ms, "
-        f"update {b['update_ms']:,.2f} ms, communication {b['comm_ms']:,.2f} ms"
-    )
-    lines.append("")
-    lines.append("Why it wins:")
-    lines += [f"  - {w}" for w in b["why"]]
-    if result.alternatives:
-        lines.append("")
-        lines.append("Pareto front:" if result.pareto else "Next best:")
-        alts = [
-            dict(
-                a,
-                time_to_train=render.duration(a["time_to_train_s"]),
-                cost="-" if a["cost_usd"] is None else f"${a['cost_usd']:,.2f}",
-            )
-            for a in ([b] + result.alternatives if result.pareto else result.alternatives)
-        ]
-        cols = [
-            ("gpu", "gpu"),
-            ("gpus", "gpus"),
-            ("gpus_per_node", "per node"),
-            ("batch_per_worker", "batch/GPU"),
-            ("parallel", "parallel"),
-            ("scheme", "scheme"),
-            ("time_to_train", "time to train"),
-            ("cost", "cost"),
-            ("iteration_ms", "iter ms"),
-        ]
-        lines += ["  " + x for x in render.table(alts, cols, 2).splitlines()]
-    s = result.search
-    lines.append("")
-    certified = ""
-    if "gap" in s and s["gap"] is not None:
-        certified = (
-            f"; exhaustive optimum over {s['exhaustive_plans']:,} plans: the search was "
-            f"{s['gap']:.2%} from it"
-        )
-    elif "exhaustive_front_size" in s:
-        certified = (
-            f"; the exact front (exhaustive) has {s['exhaustive_front_size']} plans, "
-            f"the search found {s['front_found_by_search']} of them"
-        )
-    lines.append(
-        f"Search: {s['sampler']} seed {s['seed']}, {s['trials']} trials, "
-        f"{s['evaluated_plans']:,} plans scored in {s['seconds']:.2f} s{certified}."
-    )
-    lines.append(f"Reproduce: {b['estimate_command']}")
-    if saved:
-        lines.append(f"Saved: {saved}/run.json")
-    return "\n".join(lines)
+app.add_typer(sweep_app, name="sweep")
 
 
 def main(argv: list[str] | None = None) -> int:
