@@ -281,6 +281,7 @@ def optimize(
 ) -> None:
     """The fastest (or cheapest) training plan under constraints, why it wins, what binds."""
     from planner import render
+    from planner.optimize import PLAN_COLUMNS
     from planner.optimize import optimize as run
     from planner.results import dumps, run_dir, versions, write_atomic
 
@@ -299,7 +300,7 @@ def optimize(
         return
     rows = [result.best] + result.alternatives
     if format is Fmt.csv:
-        typer.echo(render.to_csv(rows, PLAN_CSV), nl=False)
+        typer.echo(render.to_csv(rows, PLAN_COLUMNS), nl=False)
         return
     typer.echo(render.optimize_text(result, saved))
 
@@ -414,30 +415,6 @@ def report(run_dir: Annotated[str, typer.Argument(help="A folder written by `pla
 
     files = rerender(run_dir)
     typer.echo(f"Rendered {', '.join(files)} in {run_dir}")
-
-
-PLAN_CSV = [
-    "gpu",
-    "gpus",
-    "gpus_per_node",
-    "nodes",
-    "batch_per_worker",
-    "global_batch",
-    "parallel",
-    "split",
-    "scheme",
-    "precision",
-    "network",
-    "time_to_train_s",
-    "cost_usd",
-    "iteration_ms",
-    "forward_ms",
-    "backward_ms",
-    "update_ms",
-    "comm_ms",
-    "throughput_samples_s",
-    "memory_gb",
-]
 
 
 from planner.cli_sweep import sweep_app  # noqa: E402

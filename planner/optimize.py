@@ -26,6 +26,29 @@ EXHAUSTIVE_LIMIT = 2_000_000  # raw combinations scored in about a second (bench
 DEFAULT_GPU_BUDGET = 64  # GPU axis cap when only money or a deadline bounds the search
 BATCHES = tuple(2**i for i in range(12))  # 1 .. 2048 samples per GPU
 PER_NODE = (1, 2, 4, 8)
+# Columns of a plan record, for every table and CSV that lists plans.
+PLAN_AXES = [
+    "gpu",
+    "gpus",
+    "gpus_per_node",
+    "nodes",
+    "batch_per_worker",
+    "global_batch",
+    "parallel",
+    "split",
+    "scheme",
+    "precision",
+]
+PLAN_BREAKDOWN = [
+    "forward_ms",
+    "backward_ms",
+    "update_ms",
+    "comm_ms",
+    "iteration_ms",
+    "throughput_samples_s",
+    "memory_gb",
+]
+PLAN_COLUMNS = [*PLAN_AXES, "network", "time_to_train_s", "cost_usd", *PLAN_BREAKDOWN]
 
 
 @dataclass(frozen=True)

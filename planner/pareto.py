@@ -18,6 +18,8 @@ from planner import report
 from planner.errors import BadInput, InfeasibleError
 from planner.objectives import METRIC
 from planner.optimize import (
+    PLAN_AXES,
+    PLAN_BREAKDOWN,
     OptimizeRequest,
     _plan_record,
     diagnose,
@@ -27,33 +29,11 @@ from planner.optimize import (
 from planner.render import to_csv
 from planner.results import dumps
 
-CSV_AXES = [
-    "gpu",
-    "gpus",
-    "gpus_per_node",
-    "nodes",
-    "batch_per_worker",
-    "global_batch",
-    "parallel",
-    "split",
-    "scheme",
-    "precision",
-]
-CSV_BREAKDOWN = [
-    "forward_ms",
-    "backward_ms",
-    "update_ms",
-    "comm_ms",
-    "iteration_ms",
-    "throughput_samples_s",
-    "memory_gb",
-]
-
 
 def _columns(objectives) -> list[str]:
     """CSV columns: one per objective first, then the plan's axes, then its breakdown."""
     obj = ["time_to_train_s", "cost_usd"] + (["memory_gb"] if "memory" in objectives else [])
-    return obj + CSV_AXES + [c for c in CSV_BREAKDOWN if c not in obj]
+    return obj + PLAN_AXES + [c for c in PLAN_BREAKDOWN if c not in obj]
 
 
 def _trial_rows(scorer, scored, objectives) -> list[dict]:

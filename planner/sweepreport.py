@@ -9,29 +9,8 @@ from __future__ import annotations
 from html import escape
 
 from planner import charts
+from planner.optimize import PLAN_COLUMNS
 from planner.render import duration
-
-PLAN_COLUMNS = [
-    "gpu",
-    "gpus",
-    "gpus_per_node",
-    "nodes",
-    "batch_per_worker",
-    "global_batch",
-    "parallel",
-    "split",
-    "scheme",
-    "precision",
-    "time_to_train_s",
-    "cost_usd",
-    "iteration_ms",
-    "forward_ms",
-    "backward_ms",
-    "update_ms",
-    "comm_ms",
-    "throughput_samples_s",
-    "memory_gb",
-]
 
 
 def _label(v) -> str:
