@@ -114,6 +114,23 @@ def record(
     }
 
 
+def hardware(req: EstimateRequest, info, net_info):
+    """Device and link tables of one estimate, and the plan fields every row shares."""
+    devices = catalog.device_table([info.key])
+    links = catalog.link_table([net_info.key, info.device.intra_link or net_info.key])
+    common = dict(
+        device=0,
+        network=0,
+        intra_link=1,
+        gpus_per_node=req.gpus_per_node,
+        precision=PRECISIONS.index(req.precision),
+        ppp_comp=req.ppp_comp,
+        ppp_comm=req.ppp_comm,
+        pipeline=req.pipeline,
+    )
+    return devices, links, common
+
+
 def estimate(req: EstimateRequest) -> list[dict]:
     """One record per (workers, scheme), in that order; times in ms (see module docstring)."""
     _validate(req)
@@ -136,18 +153,7 @@ def estimate(req: EstimateRequest) -> list[dict]:
     k, sch = (a.ravel() for a in np.meshgrid(workers, schemes, indexing="ij"))
     # Strong scaling divides a fixed batch, rounding up as PALEO does (paleo-model.md §B.1).
     per_worker = np.ceil(batch / k).astype(np.int64) if req.scaling == "strong" else np.full_like(k, batch)
-    devices = catalog.device_table([info.key])
-    links = catalog.link_table([net_info.key, info.device.intra_link or net_info.key])
-    common = dict(
-        device=0,
-        network=0,
-        intra_link=1,
-        gpus_per_node=req.gpus_per_node,
-        precision=PRECISIONS.index(req.precision),
-        ppp_comp=req.ppp_comp,
-        ppp_comm=req.ppp_comm,
-        pipeline=req.pipeline,
-    )
+    devices, links, common = hardware(req, info, net_info)
     # T(1) per scheme: the baseline of the speedup, one worker with the whole batch.
     kk = np.concatenate([k, np.ones_like(schemes)])
     nn = np.concatenate([per_worker, np.full_like(schemes, batch)])

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import math
 
-from costs.hardware import PRECISIONS
 from costs.model import evaluate, plans
 from costs.modelparallel import evaluate_explicit, n_devices
-from planner import catalog
 from planner.errors import BadInput, UnsupportedError
-from planner.estimate import record
+from planner.estimate import hardware, record
 
 
 def estimate_model_parallel(req, costs, info, net_info) -> list[dict]:
@@ -32,20 +30,8 @@ def estimate_model_parallel(req, costs, info, net_info) -> list[dict]:
             f"--workers {','.join(map(str, req.workers))} does not include it"
         )
     batch = req.batch or costs.net.default_batch
-    devices = catalog.device_table([info.key])
-    links = catalog.link_table([net_info.key, info.device.intra_link or net_info.key])
-    common = dict(
-        device=0,
-        network=0,
-        intra_link=1,
-        gpus_per_node=req.gpus_per_node,
-        batch=batch,
-        scheme=0,
-        precision=PRECISIONS.index(req.precision),
-        ppp_comp=req.ppp_comp,
-        ppp_comm=req.ppp_comm,
-        pipeline=req.pipeline,
-    )
+    devices, links, common = hardware(req, info, net_info)
+    common.update(batch=batch, scheme=0)
     r = evaluate_explicit(costs, plans(costs.n_layers, workers=splits, **common), devices, links)
     single = evaluate(costs, plans(costs.n_layers, workers=1, **common), devices, links)
     rec = record(

@@ -88,6 +88,17 @@ def _pivot_md(title: str, table: dict, metric: str) -> list[str]:
     return lines + [""]
 
 
+def _study_cells(r: dict) -> list[str]:
+    """study, state, trials, best plan, time to train, cost: one row of the studies table."""
+    if r.get("gpu"):
+        plan = f"{r['gpus']} x {r['gpu']}, {r['batch_per_worker']}/GPU, {r['scheme']}"
+    else:
+        plan = r.get("note", "")
+    t = duration(r["time_to_train_s"]) if r.get("time_to_train_s") is not None else ""
+    c = f"${r['cost_usd']:,.2f}" if r.get("cost_usd") is not None else ""
+    return [r["study"], r["state"], str(r["trials"]), plan, t, c]
+
+
 def render_markdown(data: dict) -> str:
     lines = [f"# Sweep {data['name']}", ""]
     done = sum(r["state"] == "done" for r in data["rows"])
@@ -119,14 +130,7 @@ def render_markdown(data: dict) -> str:
         "|---|---|---|---|---|---|",
     ]
     for r in data["rows"]:
-        plan = (
-            f"{r['gpus']} x {r['gpu']}, {r['batch_per_worker']}/GPU, {r['scheme']}"
-            if r.get("gpu")
-            else r.get("note", "")
-        )
-        t = duration(r["time_to_train_s"]) if r.get("time_to_train_s") is not None else ""
-        c = f"${r['cost_usd']:,.2f}" if r.get("cost_usd") is not None else ""
-        lines.append(f"| {r['study']} | {r['state']} | {r['trials']} | {plan} | {t} | {c} |")
+        lines.append("| " + " | ".join(_study_cells(r)) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -197,20 +201,9 @@ def render_html(data: dict) -> str:
     head = "".join(
         f"<th>{h}</th>" for h in ("study", "state", "trials", "best plan", "time to train", "cost")
     )
-    rows = []
-    for r in data["rows"]:
-        plan = (
-            f"{r['gpus']} x {r['gpu']}, {r['batch_per_worker']}/GPU, {r['scheme']}"
-            if r.get("gpu")
-            else r.get("note", "")
-        )
-        t = duration(r["time_to_train_s"]) if r.get("time_to_train_s") is not None else ""
-        c = f"${r['cost_usd']:,.2f}" if r.get("cost_usd") is not None else ""
-        rows.append(
-            "<tr>"
-            + "".join(f"<td>{escape(str(x))}</td>" for x in (r["study"], r["state"], r["trials"], plan, t, c))
-            + "</tr>"
-        )
+    rows = [
+        "<tr>" + "".join(f"<td>{escape(x)}</td>" for x in _study_cells(r)) + "</tr>" for r in data["rows"]
+    ]
     body.append(f"<h2>All studies</h2><table><tr>{head}</tr>{''.join(rows)}</table>")
     return (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Sweep {escape(data['name'])}</title>"
