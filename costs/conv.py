@@ -24,11 +24,6 @@ class Work:
     flops: list[float] = field(default_factory=list)
     bytes: list[float] = field(default_factory=list)
 
-    def __iadd__(self, other: Work) -> Work:
-        self.flops += other.flops
-        self.bytes += other.bytes
-        return self
-
 
 @dataclass(frozen=True)
 class ConvGeom:
