@@ -341,8 +341,8 @@ def _baseline(scorer: Scorer, cols, i) -> dict:
     one = {a: cols[a][i : i + 1].copy() for a in AXES}
     m_best = scorer.metrics(one)
     one["gpus"][:] = scorer.space.gpus.index(1)
-    one["per_node"][:] = 0
-    one["split"][:] = len(scorer.space.split) and scorer.space.split.index(scorer.space.n_layers)
+    one["per_node"][:] = scorer.space.per_node.index(1)
+    one["split"][:] = scorer.space.split.index(scorer.space.n_layers)
     m1 = scorer.metrics(one)
     speedup = float(m_best["throughput_samples_s"][0] / m1["throughput_samples_s"][0])
     return {
