@@ -12,10 +12,11 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from costs import comm
 from costs.hardware import PRECISIONS
 from planner import catalog, shared
 from planner.constraints import Limits, parse_budgets, parse_duration
-from planner.errors import BadInput, InfeasibleError
+from planner.errors import BadInput, InfeasibleError, UnsupportedError
 from planner.memory import OPTIMIZERS
 from planner.objectives import OBJECTIVES, Scorer
 from planner.render import duration
@@ -26,6 +27,10 @@ EXHAUSTIVE_LIMIT = 2_000_000  # raw combinations scored in about a second (bench
 DEFAULT_GPU_BUDGET = 64  # GPU axis cap when only money or a deadline bounds the search
 BATCHES = tuple(2**i for i in range(12))  # 1 .. 2048 samples per GPU
 PER_NODE = (1, 2, 4, 8)
+# A spec without a "training" section trains like the ImageNet nets of the zoo: 90 epochs
+# (Goyal et al. 2017) of the 1,281,167 ILSVRC-2012 training images (Russakovsky et al. 2015).
+DEFAULT_EPOCHS = 90
+IMAGENET_TRAIN = 1_281_167
 # Columns of a plan record, for every table and CSV that lists plans.
 PLAN_AXES = [
     "gpu",
@@ -178,22 +183,19 @@ def build(req: OptimizeRequest):
     net_info = catalog.network(req.network)
     costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm)
     training = costs.net.meta.get("training", {})
-    epochs = req.epochs if req.epochs is not None else training.get("epochs", 90)
-    dataset = req.dataset_size if req.dataset_size is not None else training.get("dataset_size", 1_281_167)
+    epochs = req.epochs if req.epochs is not None else training.get("epochs", DEFAULT_EPOCHS)
+    dataset = (
+        req.dataset_size if req.dataset_size is not None else training.get("dataset_size", IMAGENET_TRAIN)
+    )
     if epochs <= 0 or dataset < 1:
         raise BadInput("--epochs and --dataset-size must be positive")
     L = costs.n_layers
     splits = [L]
     if req.hybrid:
-        try:
+        try:  # the "one weird trick" boundary and the next two weighted layers
             first = costs.default_split()
-            weighted = [
-                i
-                for i, s in enumerate(costs.net.layers)
-                if i >= first and s.type in ("Convolution", "InnerProduct", "Deconvolution")
-            ]
-            splits += weighted[:3]
-        except Exception:  # no fully connected layer: pure data parallelism only
+            splits += [i for i in range(first, L) if costs.is_weighted[i]][:3]
+        except UnsupportedError:  # no fully connected layer: pure data parallelism only
             pass
     infos = [catalog.device(k) for k in gpus]
     space = Space(
@@ -202,7 +204,7 @@ def build(req: OptimizeRequest):
         per_node=PER_NODE,
         batch=BATCHES if req.global_batch is None else (0,),
         split=tuple(splits),
-        scheme=("onetoall", "tree", "butterfly", "ring"),
+        scheme=comm.SCHEME_NAMES,
         precision=PRECISIONS if req.precision == "any" else (req.precision,),
         max_per_node=tuple(i.device.max_per_node for i in infos),
         n_layers=L,
