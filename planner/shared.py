@@ -35,7 +35,15 @@ def _start_time(pid: int) -> str:
         return ""
 
 
-OWNER = f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid())}"
+_OWNER: dict[int, str] = {}
+
+
+def owner() -> str:
+    """This process's tag, host:pid:start; computed per process (a forked child gets its own)."""
+    pid = os.getpid()
+    if pid not in _OWNER:
+        _OWNER[pid] = f"{socket.gethostname()}:{pid}:{_start_time(pid)}"
+    return _OWNER[pid]
 
 
 def owner_alive(owner: str) -> bool | None:
@@ -52,13 +60,14 @@ def owner_alive(owner: str) -> bool | None:
 def reap(study, stale_after: float = STALE_AFTER_S) -> int:
     """Fail the study's stale RUNNING trials (see the module docstring); return how many."""
     now = _dt.datetime.now()
+    me = owner()
     failed = 0
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        owner = t.user_attrs.get("owner")
-        if owner == OWNER:
+        tag = t.user_attrs.get("owner")
+        if tag == me:
             continue
         age = (now - t.datetime_start).total_seconds() if t.datetime_start else 0.0
-        if (owner is not None and owner_alive(owner) is False) or age > stale_after:
+        if (tag is not None and owner_alive(tag) is False) or age > stale_after:
             try:
                 study.tell(t.number, state=TrialState.FAIL)
                 failed += 1
@@ -79,7 +88,7 @@ def claim(study, n: int, batch: int, stale_after: float = STALE_AFTER_S):
         return []
     asked = [study.ask() for _ in range(k)]
     for t in asked:
-        t.set_user_attr("owner", OWNER)
+        t.set_user_attr("owner", owner())
     numbers = sorted(t.number for t in study.get_trials(deepcopy=False, states=LIVE))
     keep = set(numbers[:n])
     kept = []

@@ -358,3 +358,51 @@ def test_two_slurm_array_tasks_share_a_study_through_postgresql(tmp_path, capsys
     finally:
         for cell in load_with(spec, str(results), url).cells():
             optuna.delete_study(study_name=cell.study, storage=url)
+
+
+def _child_owner(q):
+    from planner import shared
+
+    q.put(shared.owner())
+
+
+def test_owner_tag_is_per_process_and_reaping_rules():
+    import multiprocessing as mp
+
+    from planner import shared
+
+    q = mp.get_context("fork").Queue()
+    p = mp.get_context("fork").Process(target=_child_owner, args=(q,))
+    p.start()
+    child = q.get(timeout=30)
+    p.join()
+    assert child != shared.owner() and child.split(":")[1] == str(p.pid)
+    assert shared.owner_alive(shared.owner()) is True
+    assert shared.owner_alive(child) is False  # the child has exited
+    assert shared.owner_alive("another-host:1:1") is None
+
+    study = optuna.create_study()
+    mine, dead, remote = study.ask(), study.ask(), study.ask()
+    mine.set_user_attr("owner", shared.owner())
+    dead.set_user_attr("owner", child)
+    remote.set_user_attr("owner", "another-host:1:1")
+    assert shared.reap(study, stale_after=3600) == 1  # only the dead owner's trial
+    states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
+    assert states == {0: TrialState.RUNNING, 1: TrialState.FAIL, 2: TrialState.RUNNING}
+    assert shared.reap(study, stale_after=0) == 1  # the remote one is stale by age; ours never
+    assert study.get_trials(deepcopy=False)[0].state == TrialState.RUNNING
+
+
+def test_claims_never_exceed_the_trial_count():
+    from planner import shared
+
+    study = optuna.create_study()
+    first = shared.claim(study, 10, 8)
+    assert len(first) == 8
+    second = shared.claim(study, 10, 8)  # only 2 are left while the first 8 run
+    assert len(second) == 2
+    assert shared.claim(study, 10, 8) == []  # all claimed, none complete: wait
+    for t in first + second:
+        study.tell(t, 1.0)
+    assert shared.claim(study, 10, 8) is None  # done
+    assert shared.complete_count(study) == 10
