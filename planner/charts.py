@@ -206,7 +206,8 @@ def breakdown_chart(data: dict) -> str:
 
 
 def scaling_chart(data: dict) -> str:
-    """Speedup against GPU count per AllReduce scheme, one panel per GPU type of the front."""
+    """Speedup against GPU count per AllReduce scheme, one panel per GPU type of the front
+    (log-log axes, so linear scaling is the dashed diagonal)."""
     curves = data["scaling"]
     names = list(curves)
     cols = min(3, len(names)) or 1
@@ -229,10 +230,13 @@ def scaling_chart(data: dict) -> str:
         ox = 10 + (n % cols) * (pw + ml + 20) + ml
         oy = 30 + (n // cols) * (ph + mt + 40) + mt
         kmax = max(k for pts in c["schemes"].values() for k, _ in pts)
-        smax = max([s for pts in c["schemes"].values() for _, s in pts] + [1.0])
-        top = max(smax, 1.0) * 1.05
+        speedups = [s for pts in c["schemes"].values() for _, s in pts if s > 0]
+        # log-log: ideal (linear) scaling is the diagonal; speedups below 1/16 sit on the floor
+        lo = max(min(speedups + [1.0]), 1 / 16)
+        hi = max(speedups + [float(kmax), 2.0])
+        span = math.log2(hi) - math.log2(lo)
         X = lambda k, kmax=kmax, ox=ox: ox + (math.log2(k) / max(math.log2(kmax), 1)) * pw
-        Y = lambda s, top=top, oy=oy: oy + ph - s / top * ph
+        Y = lambda v, lo=lo, span=span, oy=oy: oy + ph - (math.log2(max(v, lo)) - math.log2(lo)) / span * ph
         body.append(
             f"<text x='{ox}' y='{oy - 10}' font-weight='bold'>{escape(gpu)} "
             f"({c['batch_per_worker']} per GPU, {c['per_node']} per node)</text>"
@@ -240,17 +244,18 @@ def scaling_chart(data: dict) -> str:
         body.append(
             f"<rect class='panel' x='{ox}' y='{oy}' width='{pw}' height='{ph}' fill='#fafafa' stroke='#ccc'/>"
         )
+        step = 4 if kmax > 64 else 2
         k = 1
         while k <= kmax:
             body.append(f"<text x='{X(k):.1f}' y='{oy + ph + 14}' text-anchor='middle'>{k}</text>")
-            k *= 4 if kmax > 64 else 2
-        for frac in (0, 0.5, 1):
-            v = top * frac
-            body.append(f"<text x='{ox - 5}' y='{Y(v) + 4:.1f}' text-anchor='end'>{v:.0f}</text>")
-        ideal = [(X(1), Y(1)), (X(min(kmax, top)), Y(min(kmax, top)))]
+            k *= step
+        v = 2 ** math.ceil(math.log2(lo))
+        while v <= hi:
+            body.append(f"<text x='{ox - 5}' y='{Y(v) + 4:.1f}' text-anchor='end'>{_num(v)}</text>")
+            v *= step
         body.append(
-            f"<line x1='{ideal[0][0]:.1f}' y1='{ideal[0][1]:.1f}' x2='{ideal[1][0]:.1f}' "
-            f"y2='{ideal[1][1]:.1f}' stroke='#999' stroke-dasharray='3 3'/>"
+            f"<line x1='{X(1):.1f}' y1='{Y(1):.1f}' x2='{X(kmax):.1f}' y2='{Y(kmax):.1f}' "
+            "stroke='#999' stroke-dasharray='3 3'/>"
         )
         for scheme, pts in c["schemes"].items():
             path = " ".join(f"{X(k):.1f},{Y(s):.1f}" for k, s in pts)
