@@ -163,7 +163,7 @@ def front_chart(data: dict, labels: bool = True) -> str:
 def breakdown_chart(data: dict) -> str:
     """Stacked horizontal bars: where each front plan's iteration time goes (ms)."""
     front = data["front"]
-    bar, gap, ml, mr, mt = 20, 8, 70, 30, 30
+    bar, gap, ml, mr, mt = 20, 8, 70, 80, 30  # right margin: room for the total label
     w = 760
     h = mt + len(front) * (bar + gap) + 50
     pw = w - ml - mr
