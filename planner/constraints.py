@@ -88,6 +88,17 @@ class Limits:
             out.append("deadline")
         return out
 
+    def summary(self) -> dict:
+        """The limits as reports show them (None: no limit)."""
+        return {
+            "budget_gpus": self.max_gpus,
+            "budget_usd": self.max_usd,
+            "deadline_s": self.deadline_s,
+            "max_global_batch": self.max_global_batch,
+            "min_global_batch": self.min_global_batch,
+            "memory_fraction": self.memory_fraction,
+        }
+
     def values(self, m: dict[str, np.ndarray]) -> np.ndarray:
         """(n_constraints, plans) constraint values, <= 0 when satisfied, from plan metrics."""
         rows = [

@@ -423,6 +423,16 @@ class Outcome:
     full: Scored | None
     search: dict
 
+    def front_check(self, keep: np.ndarray) -> dict:
+        """When the space was enumerated: the exact front's size and how much of it the search
+        found (a front plan counts as found when the search scored a plan with its objectives)."""
+        if self.full is None:
+            return {}
+        got = self.found.objectives[:, self.found.feasible]  # (n_obj, found)
+        exact = self.full.objectives[:, keep]  # (n_obj, front)
+        hit = np.isclose(exact[:, :, None], got[:, None, :], rtol=1e-12, atol=0).all(axis=0).any(axis=1)
+        return {"exhaustive_front_size": int(keep.size), "front_found_by_search": int(hit.sum())}
+
     @property
     def evaluated(self) -> Scored:
         """Every distinct plan scored (the whole space when it was enumerated)."""
@@ -504,32 +514,14 @@ def optimize(req: OptimizeRequest) -> Result:
         if keep.size == 0:
             raise InfeasibleError(diagnose(scorer, src))
         front = [_plan_record(scorer, src.cols, int(j), objectives) for j in keep]
-        if full is not None:
-            got = found.objectives[:, found.feasible]
-            search_info["exhaustive_front_size"] = len(front)
-            search_info["front_found_by_search"] = int(
-                sum(
-                    any(np.allclose(got[:, c], src.objectives[:, j]) for c in range(got.shape[1]))
-                    for j in keep
-                )
-            )
+        search_info.update(out.front_check(keep))
         best_i = int(keep[0])
         best = front[0]
         alts = front[1 : 1 + req.alternatives]
         pool = src
     baseline = _baseline(scorer, pool.cols, best_i)
     best["why"] = explain(best, baseline)
-    lim = scorer.limits
-    constraints = {
-        "budget_gpus": lim.max_gpus,
-        "budget_usd": lim.max_usd,
-        "deadline_s": lim.deadline_s,
-        "max_global_batch": lim.max_global_batch,
-        "min_global_batch": lim.min_global_batch,
-        "memory_fraction": lim.memory_fraction,
-        "optimizer": req.optimizer,
-        "binding": best["binding"],
-    }
+    constraints = {**scorer.limits.summary(), "optimizer": req.optimizer, "binding": best["binding"]}
     return Result(
         req.net,
         objectives,

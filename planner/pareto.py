@@ -36,15 +36,11 @@ def _columns(objectives) -> list[str]:
     return obj + PLAN_AXES + [c for c in PLAN_BREAKDOWN if c not in obj]
 
 
-def _trial_rows(scorer, scored, objectives) -> list[dict]:
-    """Every valid evaluated plan as a CSV row (vectorised metrics, one row per plan)."""
-    valid = scored.objectives[0] < 1e29
-    cols = {a: c[valid] for a, c in scored.cols.items()}
-    m = scorer.metrics(cols)
+def _trial_rows(scorer, cols: dict, m: dict, feasible: np.ndarray) -> list[dict]:
+    """Every valid evaluated plan (index columns ``cols``, metrics ``m``) as a CSV row."""
     sp = scorer.space
     L = sp.n_layers
     names = [s.name for s in scorer.costs.net.layers]
-    feasible = scored.feasible[valid]
     ms = {k: m[k.replace("_ms", "_s")] * 1e3 for k in ("forward_ms", "backward_ms", "update_ms", "comm_ms")}
     ms["iteration_ms"] = m["iteration_s"] * 1e3
     rows = []
@@ -167,16 +163,10 @@ def run_pareto(req: OptimizeRequest) -> tuple[dict, dict[str, str]]:
     if keep.size == 0:
         raise InfeasibleError(diagnose(scorer, src))
     front = [_plan_record(scorer, src.cols, int(j), out.objectives) for j in keep]
-    search = dict(out.search)
-    if out.full is not None:
-        got = out.found.objectives[:, out.found.feasible]
-        search["exhaustive_front_size"] = len(front)
-        search["front_found_by_search"] = int(
-            sum(any(np.allclose(got[:, c], src.objectives[:, j]) for c in range(got.shape[1])) for j in keep)
-        )
+    search = {**out.search, **out.front_check(keep)}
     valid = src.objectives[0] < 1e29
-    m = scorer.metrics({a: c[valid] for a, c in src.cols.items()})
-    lim = scorer.limits
+    cols = {a: c[valid] for a, c in src.cols.items()}
+    m = scorer.metrics(cols)
     data = report.report_data(
         net=req.net,
         objectives=objectives,
@@ -188,18 +178,12 @@ def run_pareto(req: OptimizeRequest) -> tuple[dict, dict[str, str]]:
         inputs={k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items()},
         search=search,
         versions=versions(),
-        constraints={
-            "budget_gpus": lim.max_gpus,
-            "budget_usd": lim.max_usd,
-            "deadline_s": lim.deadline_s,
-            "max_global_batch": lim.max_global_batch,
-            "min_global_batch": lim.min_global_batch,
-        },
+        constraints=scorer.limits.summary(),
     )
-    cols = _columns(objectives)
+    columns = _columns(objectives)
     files = report.render_files(data)
-    files["pareto.csv"] = to_csv(data["front"], ["label"] + cols + ["binding_text", "kind", "why"])
-    files["trials.csv"] = to_csv(_trial_rows(scorer, src, objectives), cols + ["feasible"])
+    files["pareto.csv"] = to_csv(data["front"], ["label"] + columns + ["binding_text", "kind", "why"])
+    files["trials.csv"] = to_csv(_trial_rows(scorer, cols, m, src.feasible[valid]), columns + ["feasible"])
     for k, p in enumerate(data["front"]):
         files[f"plan_{k}.json"] = dumps(plan_file(p, req))
     files["run.json"] = dumps(

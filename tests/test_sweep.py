@@ -228,6 +228,13 @@ def test_two_tasks_share_a_study_through_postgresql(tmp_path):
             optuna.delete_study(study_name=cell.study, storage=url)
 
 
+def _wait_done(spec, seconds: float) -> None:
+    """Poll the sweep's status until every study is done or ``seconds`` pass."""
+    deadline = time.time() + seconds
+    while time.time() < deadline and not all(x.state == "done" for x in status(spec)):
+        time.sleep(2)
+
+
 def _slurm_ready() -> bool:
     return bool(os.environ.get("PLANNER_TEST_SLURM")) and shutil.which("sbatch") is not None
 
@@ -287,12 +294,8 @@ def test_slurm_sweep_matches_local_backend(tmp_path, capsys):
     slurm_results, local_results = tmp_path / "slurm", tmp_path / "local"
     assert main(["sweep", "run", str(spec), "--backend", "slurm", "--results", str(slurm_results)]) == 0
     assert "Submitted job array" in capsys.readouterr().out
-    deadline = time.time() + 600
     s = load_with(spec, str(slurm_results))
-    while time.time() < deadline:
-        if all(x.state == "done" for x in status(s)):
-            break
-        time.sleep(2)
+    _wait_done(s, 600)
     assert all(x.state == "done" for x in status(s)), [(x.cell.study, x.state, x.message) for x in status(s)]
     assert main(["sweep", "run", str(spec), "--results", str(local_results)]) == 0
     for r in (slurm_results, local_results):
@@ -350,9 +353,7 @@ def test_two_slurm_array_tasks_share_a_study_through_postgresql(tmp_path, capsys
         )
         assert "2 tasks for 1 studies" in capsys.readouterr().out
         s = load_with(spec, str(results), url)
-        deadline = time.time() + 300
-        while time.time() < deadline and not all(x.state == "done" for x in status(s)):
-            time.sleep(2)
+        _wait_done(s, 300)
         _check_shared(next(iter(_trials(spec, results, url).values())), n)
         assert len(list((results / name / "logs").glob("*.out"))) == 2
     finally:
