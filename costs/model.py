@@ -35,7 +35,7 @@ class Plans:
     """Training plans as equal-length columns. Build with :func:`plans`."""
 
     device: np.ndarray  # index into the DeviceTable
-    batch: np.ndarray  # samples per worker per iteration
+    batch: np.ndarray  # samples per worker per microbatch (per iteration without accumulation)
     workers: np.ndarray  # GPUs (data-parallel replicas, or the model-parallel group)
     scheme: np.ndarray  # index into comm.SCHEME_NAMES
     network: np.ndarray  # index into the LinkTable: the link between nodes
@@ -46,6 +46,7 @@ class Plans:
     ppp_comp: np.ndarray
     ppp_comm: np.ndarray
     pipeline: np.ndarray  # bool: per-layer max(compute, memory) instead of the sum
+    accumulation: np.ndarray  # microbatches per optimizer step (gradient accumulation), >= 1
 
     def __len__(self) -> int:
         return int(self.device.shape[0])
@@ -63,6 +64,7 @@ _DEFAULTS = dict(
     ppp_comp=1.0,
     ppp_comm=1.0,
     pipeline=False,
+    accumulation=1,
 )
 _DTYPES = dict(ppp_comp=float, ppp_comm=float, pipeline=bool)
 
@@ -94,7 +96,7 @@ class Breakdown:
     local_params: np.ndarray  # parameters held (and updated) by one GPU
     sync_params: np.ndarray  # parameters whose gradients are AllReduced
     activation_bytes: np.ndarray  # activations kept for the backward pass, one GPU
-    samples: np.ndarray  # samples per iteration, all workers together
+    samples: np.ndarray  # samples per optimizer step, all workers and microbatches together
 
     @property
     def compute(self) -> np.ndarray:
@@ -261,7 +263,14 @@ def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTab
         links.latency[plans.network],
         plans.ppp_comm,
     )
-    samples = plans.batch * k
+    # Gradient accumulation (e.g. PyTorch DDP's no_sync): every microbatch runs forward and
+    # backward (and, under a hybrid split, exchanges its activations); the gradients are
+    # AllReduced and the weights updated once per optimizer step.
+    acc = plans.accumulation.astype(float)
+    forward = forward * acc
+    backward = backward * acc
+    act_comm = act_comm * acc
+    samples = plans.batch * k * plans.accumulation
     activation_bytes = elem * plans.batch * float(costs.act_before[L])
     return Breakdown(
         forward,
