@@ -16,12 +16,13 @@ from costs.model import evaluate, plans
 from costs.rules import RULES
 from planner import catalog
 
-NETS = ("alexnet", "resnet50", "inception_v3")
+# resnet50's BatchNorm layers are not in paleo-2016's layer types
+CASES = [(n, r) for n in ("alexnet", "resnet50", "inception_v3") for r in sorted(RULES)]
+CASES = [(n, r) for n, r in CASES if not (n == "resnet50" and r == "paleo-2016")]
 ACC = np.array([1, 2, 3, 8, 32])
 
 
-@pytest.mark.parametrize("rules", sorted(RULES))
-@pytest.mark.parametrize("net", NETS)
+@pytest.mark.parametrize(("net", "rules"), CASES)
 def test_accumulation_scales_compute_not_sync(net, rules):
     costs = catalog.net_costs(net, rules)
     devices = catalog.device_table(["V100_16GB", "A100_80GB"])
