@@ -1,0 +1,1 @@
+"""Calibration: measured runs in, fitted efficiency profiles and their measured error out."""

@@ -1,0 +1,90 @@
+"""Predict measured runs with the evaluator: one vectorised call per net.
+
+Each run becomes one data-parallel plan (its device, precision, GPUs, GPUs per node, batch per
+GPU, scheme, gradient accumulation, the device's own link inside a node and the run's network
+between nodes). :class:`RunTable` does the per-run work once (catalog look-ups, net costs, plan
+columns), so a calibration can re-score every run for each trial parameter vector cheaply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from costs import comm
+from costs.hardware import PRECISIONS
+from costs.model import Breakdown, Plans, plans
+from planner import catalog
+from planner.calibrate.measurements import Run
+
+# (net costs, plans, devices, links) -> Breakdown; the rule set's evaluator with its parameters
+Evaluate = Callable[..., Breakdown]
+
+
+@dataclass(frozen=True)
+class _NetGroup:
+    rows: np.ndarray  # indices into the run list
+    costs: object
+    plans: Plans
+
+
+class RunTable:
+    """Measured runs prepared for repeated scoring under one rule set."""
+
+    def __init__(self, runs: Sequence[Run], rules: str, algorithm: str = "gemm"):
+        self.runs = tuple(runs)
+        self.rules = rules
+        device_keys = sorted({r.device for r in self.runs})
+        link_keys = sorted({r.network for r in self.runs} | {self._intra(d) for d in device_keys})
+        self.devices = catalog.device_table(device_keys)
+        self.links = catalog.link_table(link_keys)
+        self.device_keys, self.link_keys = tuple(device_keys), tuple(link_keys)
+        self.measured = np.array([r.samples_per_s for r in self.runs], dtype=float)
+        self.sources = tuple(r.source for r in self.runs)
+        groups = []
+        for net in dict.fromkeys(r.net for r in self.runs):
+            rows = np.array([i for i, r in enumerate(self.runs) if r.net == net])
+            costs = catalog.net_costs(net, rules, algorithm)
+            groups.append(_NetGroup(rows, costs, self._plans(costs, [self.runs[i] for i in rows])))
+        self.groups = tuple(groups)
+
+    @staticmethod
+    def _intra(device: str) -> str:
+        return catalog.device(device).device.intra_link or "pcie3"
+
+    def _plans(self, costs, runs: list[Run]) -> Plans:
+        col = lambda f, t=np.int64: np.array([f(r) for r in runs], dtype=t)  # noqa: E731
+        return plans(
+            costs.n_layers,
+            device=col(lambda r: self.device_keys.index(r.device)),
+            batch=col(lambda r: r.batch_per_gpu),
+            workers=col(lambda r: r.gpus),
+            gpus_per_node=col(lambda r: r.gpus_per_node),
+            scheme=col(lambda r: comm.SCHEME_NAMES.index(r.scheme)),
+            network=col(lambda r: self.link_keys.index(r.network)),
+            intra_link=col(lambda r: self.link_keys.index(self._intra(r.device))),
+            precision=col(lambda r: PRECISIONS.index(r.precision)),
+            accumulation=col(lambda r: r.accumulation),
+        )
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def subset(self, mask: np.ndarray) -> RunTable:
+        """The runs where ``mask`` is true (re-prepared; cheap, net costs are cached)."""
+        return RunTable([r for r, keep in zip(self.runs, mask) if keep], self.rules)
+
+    def breakdowns(self, evaluate: Evaluate, **options) -> list[tuple[np.ndarray, Breakdown]]:
+        """(rows, breakdown) per net under ``evaluate(costs, plans, devices, links, **options)``."""
+        return [
+            (g.rows, evaluate(g.costs, g.plans, self.devices, self.links, **options)) for g in self.groups
+        ]
+
+    def samples_per_s(self, evaluate: Evaluate, **options) -> np.ndarray:
+        """Predicted samples per second of every run, in run order."""
+        out = np.empty(len(self.runs))
+        for rows, b in self.breakdowns(evaluate, **options):
+            out[rows] = b.throughput
+        return out

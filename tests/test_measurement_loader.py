@@ -1,0 +1,69 @@
+"""Reading measured runs (planner.calibrate.measurements): good rows, and one error per bad row."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.calibrate import measurements as m
+from planner.errors import BadInput
+
+HEADER = (
+    "source,net,device,precision,gpus,gpus_per_node,network,batch_per_gpu,scheme,metric,value,accumulation"
+)
+GOOD = [
+    "a,resnet50,A100_80GB,bf16,8,8,,256,,samples_per_s,21000,",
+    "a,resnet50,A100_80GB,bf16,16,8,ib_hdr,256,ring,iteration_ms,200,2",
+    "b,alexnet,P100,fp32,4,4,,128,ps,samples_per_s,3000,1",
+]
+
+
+def write(tmp_path, lines, header=HEADER):
+    p = tmp_path / "runs.csv"
+    p.write_text("\n".join([header, *lines]) + "\n")
+    return p
+
+
+def test_good_rows(tmp_path):
+    runs = m.load(write(tmp_path, GOOD))
+    assert [r.row for r in runs] == [1, 2, 3]
+    one, two, three = runs
+    assert one.scheme == "ring" and one.network == "nvlink3"  # one node: the device's own link
+    assert two.network == "ib_hdr" and two.accumulation == 2
+    # 16 GPUs x 256 samples x 2 microbatches in 200 ms
+    assert two.samples_per_s == pytest.approx(16 * 256 * 2 / 0.2)
+    assert three.scheme == "onetoall"  # a parameter server
+
+
+@pytest.mark.parametrize(
+    ("line", "column", "says"),
+    [
+        ("a,resnet5,A100_80GB,bf16,8,8,,256,,samples_per_s,1,", "net", "unknown net 'resnet5'"),
+        ("a,resnet50,A100,bf16,8,8,,256,,samples_per_s,1,", "device", "unknown device 'A100'"),
+        ("a,resnet50,P100,bf16,8,8,,256,,samples_per_s,1,", "precision", "has no bf16 peak"),
+        ("a,resnet50,A100_80GB,bf16,12,8,ib_hdr,256,,samples_per_s,1,", "gpus_per_node", "whole nodes"),
+        ("a,resnet50,A100_80GB,bf16,16,8,,256,,samples_per_s,1,", "network", "missing value"),
+        ("a,resnet50,A100_80GB,bf16,16,8,ib_xyz,256,,samples_per_s,1,", "network", "unknown link"),
+        ("a,resnet50,A100_80GB,bf16,8,8,,0,,samples_per_s,1,", "batch_per_gpu", "below 1"),
+        ("a,resnet50,A100_80GB,bf16,8,8,,256,mesh,samples_per_s,1,", "scheme", "unknown scheme"),
+        ("a,resnet50,A100_80GB,bf16,8,8,,256,,images,1,", "metric", "unknown metric"),
+        ("a,resnet50,A100_80GB,bf16,8,8,,256,,samples_per_s,,", "value", "missing value"),
+        ("a,resnet50,A100_80GB,bf16,8,8,,256,,samples_per_s,nan,", "value", "not a positive"),
+        ("a,resnet50,A100_80GB,bf16,8,8,,256,,samples_per_s,-3,", "value", "not a positive"),
+        (",resnet50,A100_80GB,bf16,8,8,,256,,samples_per_s,1,", "source", "missing value"),
+    ],
+)
+def test_bad_row_names_row_and_column(tmp_path, line, column, says):
+    with pytest.raises(BadInput) as err:
+        m.load(write(tmp_path, [GOOD[0], line]))
+    msg = str(err.value)
+    assert f"row 2, column '{column}'" in msg and says in msg
+    assert "\n" not in msg
+
+
+def test_bad_files(tmp_path):
+    with pytest.raises(BadInput, match="missing column"):
+        m.load(write(tmp_path, GOOD, header=HEADER.replace("metric,", "")))
+    with pytest.raises(BadInput, match="only a header"):
+        m.load(write(tmp_path, []))
+    with pytest.raises(BadInput, match="No such file"):
+        m.load(tmp_path / "absent.csv")
