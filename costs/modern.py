@@ -39,6 +39,7 @@ class Options:
 
     optimizer: str = "sgd"  # sgd | momentum | adam
     bucket_bytes: float = 25e6  # DDP bucket_cap_mb = 25 (Li et al. 2020); <= 0: no overlap
+    nics_per_node: float | None = None  # None: one NIC per GPU (networks.toml's convention)
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,7 @@ def evaluate(
         links.latency[intra],
         links.bandwidth[net] * eff.link[net],
         links.latency[net],
+        opt.nics_per_node,
     )
     sync = overlap.exposed(sync_total, out["backward"], grad_bytes, opt.bucket_bytes)
 
