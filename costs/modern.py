@@ -126,6 +126,26 @@ def _hybrid(costs, t, plans: Plans, devices, links, eff, out: dict) -> None:
     out["act_comm"][h] = np.where(kh > 1, act, 0.0)
 
 
+def _exposed(costs, c: _Combos, plans: Plans, split, sync_total, backward, grad_bytes, bucket_bytes):
+    """Exposed gradient AllReduce. Data-parallel plans: DDP's buckets filled from the last
+    layer down, each ready when its layers' backward is done (per-layer times); hybrid plans:
+    the closed form with equal buckets spread evenly over the backward."""
+    sync = overlap.exposed(sync_total, backward, grad_bytes, bucket_bytes)
+    L = costs.n_layers
+    dp = np.flatnonzero(split >= L)
+    if dp.size == 0 or not np.isfinite(bucket_bytes) or bucket_bytes <= 0:
+        return sync
+    first, share = overlap.buckets(costs.params * GRAD_BYTES, bucket_bytes)
+    if first.size == 0:
+        return sync
+    u = c.inverse[dp]
+    t_bwd = c.bwd[L, u]
+    ready = t_bwd[None, :] - c.bwd[first][:, u]
+    end = overlap.exposed_layerwise(sync_total[dp], ready, share)
+    sync[dp] = np.clip(end - t_bwd, 0.0, sync_total[dp])
+    return sync
+
+
 def evaluate(
     costs,
     plans: Plans,
@@ -182,7 +202,7 @@ def evaluate(
         links.latency[net],
         opt.nics_per_node,
     )
-    sync = overlap.exposed(sync_total, out["backward"], grad_bytes, opt.bucket_bytes)
+    sync = _exposed(costs, c, plans, split, sync_total, out["backward"], grad_bytes, opt.bucket_bytes)
 
     acc = plans.accumulation.astype(float)
     forward, backward, act_comm = out["forward"] * acc, out["backward"] * acc, out["act_comm"] * acc

@@ -17,6 +17,12 @@ Gradient buckets (PyTorch DDP, Li et al., "PyTorch Distributed", VLDB 2020 §3.2
 of the backward (``b = T_bwd / B``) and takes ``c = C / B`` to reduce; reductions run one
 after another, so the last one ends at ``max(b + C, T_bwd + c)`` and the exposed
 communication (what the backward cannot hide) is ``max(b + C - T_bwd, c)``, within ``[c, C]``.
+
+For data-parallel plans the evaluator uses per-layer times instead (:func:`buckets`,
+:func:`exposed_layerwise`): DDP fills buckets with gradients in reverse layer order, a bucket
+is ready when the backward of its lowest layer is done, and the reductions run in order, so
+the last ends at ``max_j(ready_j + C x share_j)`` (``share_j``: bytes in bucket j and later
+over all bytes) -- a max-plus closed form that vectorises over plans.
 """
 
 from __future__ import annotations
@@ -72,3 +78,33 @@ def loader_floor(samples_per_node, rate):
     """Seconds a node's data loader needs for its samples (0 where the rate is inf)."""
     rate = np.asarray(rate, dtype=float)
     return np.where(np.isfinite(rate), samples_per_node / np.where(rate > 0, rate, np.inf), 0.0)
+
+
+def buckets(param_bytes: np.ndarray, bucket_bytes: float) -> tuple[np.ndarray, np.ndarray]:
+    """DDP's buckets over layers in reverse order (gradients arrive last layer first).
+
+    Returns (first layer of each bucket, the one whose gradient completes it; share of the
+    gradient bytes in that bucket and every later one), buckets in the order they are reduced.
+    """
+    order = np.flatnonzero(param_bytes > 0)[::-1]  # reverse layer order, layers with gradients
+    if order.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    size = param_bytes[order]
+    before = np.concatenate([[0.0], np.cumsum(size)[:-1]])
+    index = np.floor(before / bucket_bytes).astype(np.int64)  # a bucket closes once it is full
+    last = np.flatnonzero(np.diff(np.append(index, index[-1] + 1)))  # last layer of each bucket
+    total = size.sum()
+    done = np.concatenate([[0.0], np.cumsum(size)[last][:-1]])
+    return order[last], (total - done) / total
+
+
+def exposed_layerwise(comm, ready, share):
+    """Exposed AllReduce time with per-bucket ready times.
+
+    ``ready`` (B, P): seconds into the backward at which each bucket's gradients are complete;
+    ``share`` (B,): fraction of the gradient bytes in that bucket and all later ones. Buckets
+    are reduced one after another, so the last ends at max_j(ready_j + share_j C); what the
+    backward (which ends at ready of the last bucket or later) cannot hide is exposed.
+    """
+    end = np.max(ready + share[:, None] * comm[None, :], axis=0)
+    return end

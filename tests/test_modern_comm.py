@@ -159,3 +159,14 @@ def test_efficiency_vector_round_trip_and_multiplier(tables):
     np.testing.assert_allclose(
         t1.forward + t1.backward + t1.update, 2 * (t0.forward + t0.backward + t0.update)
     )
+
+
+def test_ddp_buckets_fill_from_the_last_layer():
+    # layers 0..4 with gradient bytes; bucket 10: reverse order 4 (6), 3 (6) -> closes at 12;
+    # 2 (0, no gradient) skipped; 1 (5), 0 (5) -> second bucket
+    first, share = overlap.buckets(np.array([5.0, 5.0, 0.0, 6.0, 6.0]), 10.0)
+    assert list(first) == [3, 0]
+    np.testing.assert_allclose(share, [1.0, 10 / 22])
+    # ready at 2 s and 5 s (end of backward), comm 4 s: max(2 + 4, 5 + 4 x 10/22)
+    end = overlap.exposed_layerwise(np.array([4.0]), np.array([[2.0], [5.0]]), share)
+    assert end[0] == pytest.approx(max(6.0, 5 + 40 / 22))
