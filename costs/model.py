@@ -201,6 +201,8 @@ def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTab
         from costs import modern as modern_model
 
         return modern_model.evaluate(costs, plans, devices, links, **modern)
+    if modern:
+        raise TypeError(f"rule set '{costs.rules.name}' takes no {', '.join(modern)}")
     L = costs.n_layers
     k = plans.workers.astype(float)
     split = np.clip(plans.split, 0, L)

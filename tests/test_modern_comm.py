@@ -170,3 +170,27 @@ def test_ddp_buckets_fill_from_the_last_layer():
     # ready at 2 s and 5 s (end of backward), comm 4 s: max(2 + 4, 5 + 4 x 10/22)
     end = overlap.exposed_layerwise(np.array([4.0]), np.array([[2.0], [5.0]]), share)
     assert end[0] == pytest.approx(max(6.0, 5 + 40 / 22))
+
+
+@pytest.mark.parametrize("net", ["alexnet", "vgg16"])
+def test_hybrid_plans_are_costed(net, tables):
+    devices, links, eff = tables
+    c = catalog.net_costs(net, "modern")
+    split = c.default_split()
+    p = plans(
+        c.n_layers, device=1, batch=64, workers=[1, 8], gpus_per_node=8, network=0, intra_link=3, precision=3
+    )
+    dp = evaluate(c, p, devices, links, efficiency=eff)
+    hy = evaluate(c, replace(p, split=np.full(2, split)), devices, links, efficiency=eff)
+    assert np.all(np.isfinite(hy.total)) and np.all(hy.total > 0)
+    assert hy.act_comm[0] == 0 and hy.act_comm[1] > 0
+    assert hy.sync_params[1] < dp.sync_params[1]  # the model-parallel layers are not AllReduced
+    np.testing.assert_allclose(hy.total[0], dp.total[0])  # one worker: the same plan
+
+
+def test_paleo_rules_reject_modern_options(tables):
+    devices, links, eff = tables
+    c = catalog.net_costs("alexnet", "paleo-2018")
+    p = plans(c.n_layers, device=0, batch=32, workers=1, network=0)
+    with pytest.raises(TypeError, match="takes no efficiency"):
+        evaluate(c, p, devices, links, efficiency=eff)
