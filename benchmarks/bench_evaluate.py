@@ -2,7 +2,8 @@
 
 Scores every combination of 15 devices x 10 networks x workers 1..256 x 8 batch sizes x
 4 schemes (1,228,800 plans) for alexnet and inception_v3 in one call each, on one core, and
-prints plans per second (targets: 1,000,000 for alexnet, 200,000 for inception_v3). Then times
+prints plans per second (targets: 1,000,000 for alexnet, 200,000 for inception_v3), under
+paleo-2018 and under modern (target: modern at least half of paleo-2018's rate). Then times
 `planner estimate alexnet` and `planner --help` from process start to exit (target: 0.6 s).
 
 Run: python benchmarks/bench_evaluate.py
@@ -81,19 +82,20 @@ def grid(n_layers: int):
     )
 
 
-def bench_net(name: str, repeat: int = 3) -> float:
-    costs = catalog.net_costs(name, "paleo-2018")
+def bench_net(name: str, repeat: int = 3, rules: str = "paleo-2018") -> float:
+    costs = catalog.net_costs(name, rules)
     devices = catalog.device_table(DEVICES)
     links = catalog.link_table(NETWORKS)
     p = grid(costs.n_layers)
+    extra = {"efficiency": catalog.efficiency(DEVICES, NETWORKS)} if costs.rules.modern else {}
     best = float("inf")
     for _ in range(repeat):
         t0 = time.perf_counter()
-        r = evaluate(costs, p, devices, links)
+        r = evaluate(costs, p, devices, links, **extra)
         _ = r.total
         best = min(best, time.perf_counter() - t0)
     rate = len(p) / best
-    print(f"{name:14s} {len(p):,} plans in {best:.3f} s: {rate:,.0f} plans/s")
+    print(f"{name:14s} {rules:10s} {len(p):,} plans in {best:.3f} s: {rate:,.0f} plans/s")
     return rate
 
 
@@ -110,7 +112,9 @@ def bench_command(args: list[str], repeat: int = 5) -> float:
 
 
 if __name__ == "__main__":
-    bench_net("alexnet")
-    bench_net("inception_v3")
+    for net in ("alexnet", "inception_v3"):
+        paleo = bench_net(net)
+        modern = bench_net(net, rules="modern")
+        print(f"{net:14s} modern / paleo-2018 = {modern / paleo:.2f} (target >= 0.5)")
     bench_command(["estimate", "alexnet"])
     bench_command(["--help"])

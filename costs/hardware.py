@@ -74,3 +74,18 @@ class LinkTable:
             np.array([x.bandwidth for x in links], dtype=float),
             np.array([x.latency for x in links], dtype=float),
         )
+
+
+# A device has fp16 tensor cores when its fp16 peak is at least this multiple of its fp32 peak:
+# V100 8x, T4 8x; P100's 2x comes from packed fp16 on its CUDA cores, not tensor cores.
+_TENSOR_FP16_RATIO = 4.0
+
+
+def auto_precision(peak: np.ndarray, device) -> np.ndarray:
+    """Precision index per device index: bf16 mixed precision where the device supports bf16,
+    else fp16 where it has fp16 tensor cores, else fp32. ``peak`` is DeviceTable.peak."""
+    p = peak[np.asarray(device)]
+    fp32, fp16, bf16 = (PRECISIONS.index(x) for x in ("fp32", "fp16", "bf16"))
+    has_bf16 = np.isfinite(p[..., bf16])
+    has_tc16 = np.isfinite(p[..., fp16]) & (p[..., fp16] >= _TENSOR_FP16_RATIO * p[..., fp32])
+    return np.where(has_bf16, bf16, np.where(has_tc16, fp16, fp32)).astype(np.int64)

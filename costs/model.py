@@ -191,8 +191,18 @@ def _unique(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniq, lut[values]
 
 
-def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTable) -> Breakdown:
-    """Score every plan (arrays of one are fine); see the module docstring for the model."""
+def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTable, **modern) -> Breakdown:
+    """Score every plan (arrays of one are fine); see the module docstring for the model.
+
+    Under a rule set with ``modern`` set, :func:`costs.modern.evaluate` scores instead and
+    takes the keyword arguments (efficiency, options, loader_rate).
+    """
+    if costs.rules.modern:
+        from costs import modern as modern_model
+
+        return modern_model.evaluate(costs, plans, devices, links, **modern)
+    if modern:
+        raise TypeError(f"rule set '{costs.rules.name}' takes no {', '.join(modern)}")
     L = costs.n_layers
     k = plans.workers.astype(float)
     split = np.clip(plans.split, 0, L)

@@ -11,6 +11,11 @@ PPP_comp (Qi et al. 2017; paleo-model.md §A.3, §A.5, §B.5).
 ``planner`` is PALEO's model with those defects fixed (paleo-model.md, "Known defects"): one
 decimal unit convention, gradients costed as GEMMs, the update under PPP_comp, unpadded reads.
 It reproduces no published number; it is the better estimate for today's hardware.
+
+``modern`` shares ``planner``'s shapes but is scored by :mod:`costs.modern`: a roofline per
+layer and phase with achievable rates (:mod:`costs.efficiency`), every memory-bound layer and
+the optimizer step counted, kernel and framework overheads, and alpha-beta collectives
+overlapped with the backward pass.
 """
 
 from __future__ import annotations
@@ -64,6 +69,8 @@ class Rules:
     # inserted for strides and cost an FC-as-conv layer's data gradient kh*kw times its
     # forward (25x for AlexNet fc6; paleo-model.md §A.4.3, F.6).
     gemm_backward: bool = False
+    # Score with the modern evaluator (costs.modern) instead of PALEO's terms.
+    modern: bool = False
 
 
 PALEO_2018 = Rules(
@@ -102,7 +109,22 @@ PLANNER = Rules(
     gemm_backward=True,
 )
 
-RULES: dict[str, Rules] = {r.name: r for r in (PALEO_2018, PALEO_2016, PLANNER)}
+MODERN = Rules(
+    name="modern",
+    description="Roofline per layer with achievable rates, kernel overheads, overlapped alpha-beta collectives",
+    layer_types=_TYPES_2018,
+    read_padded_input=False,
+    tf_same_padding=True,
+    symmetric_odd_fix=True,
+    count_input_holes=False,
+    valid_filter_grad=True,
+    mem_bytes_per_gb=1e9,
+    update_ignores_ppp=False,
+    gemm_backward=True,
+    modern=True,
+)
+
+RULES: dict[str, Rules] = {r.name: r for r in (PALEO_2018, PALEO_2016, PLANNER, MODERN)}
 DEFAULT_RULES = PALEO_2018.name
 
 

@@ -221,6 +221,68 @@ def link_table(keys: list[str] | tuple[str, ...]) -> LinkTable:
     return LinkTable.of([network(k).link for k in keys])
 
 
+_EFF_KEYS = {"value": (int, float), "source": str, "date": str, **{p: (int, float) for p in PRECISIONS}}
+_EFF_TABLES = ("gemm", "vector", "memory", "link", "overhead", "loader")
+
+
+@lru_cache(maxsize=1)
+def efficiencies() -> dict[str, dict]:
+    """configs/efficiencies.toml, validated: {table: {key: entry}}."""
+    data = _read_toml("efficiencies.toml")
+    unknown = set(data) - set(_EFF_TABLES)
+    if unknown:
+        raise CatalogError(
+            f"efficiencies.toml: unknown table(s) {', '.join(sorted(unknown))} (valid: {', '.join(_EFF_TABLES)})"
+        )
+    for table, entries in data.items():
+        schema = (
+            _EFF_KEYS
+            if table != "loader"
+            else {"samples_per_s_per_core": (int, float), "source": str, "date": str}
+        )
+        for key, e in entries.items():
+            _check("efficiencies.toml", f"{table}.{key}", e, schema, set(schema) - {"source", "date"})
+    return data
+
+
+def _eff_value(table: dict, keys: tuple, precision: str | None = None) -> float:
+    for k in keys:
+        e = table.get(k)
+        if e is not None and (precision in e or "value" in e):
+            return float(e.get(precision, e.get("value")))
+    raise CatalogError(f"efficiencies.toml: no entry for {keys[0]} (and no default)")
+
+
+def efficiency(device_keys, link_keys):
+    """The cited default efficiencies (costs.efficiency.Efficiency) for these table rows."""
+    import numpy as np
+
+    from costs.efficiency import Efficiency
+
+    data = efficiencies()
+    devs = [device(k) for k in device_keys]
+    nets = [network(k) for k in link_keys]
+    chain = [(d.key, d.raw.get("generation", ""), "default") for d in devs]
+    gemm = [[_eff_value(data.get("gemm", {}), c, p) for p in PRECISIONS] for c in chain]
+    over = data.get("overhead", {})
+    return Efficiency(
+        tuple(d.key for d in devs),
+        tuple(x.key for x in nets),
+        np.array(gemm, dtype=float).reshape(len(devs), len(PRECISIONS)),
+        np.array([_eff_value(data.get("vector", {}), c) for c in chain]),
+        np.array([_eff_value(data.get("memory", {}), c) for c in chain]),
+        np.array([_eff_value(data.get("link", {}), (x.key, x.kind, "default")) for x in nets]),
+        kernel_min_s=_eff_value(over, ("kernel_min_us",)) * 1e-6,
+        host_per_kernel_s=_eff_value(over, ("host_per_kernel_us",)) * 1e-6,
+        iteration_s=_eff_value(over, ("iteration_us",)) * 1e-6,
+    )
+
+
+def loader_rates() -> dict[str, float]:
+    """Data-loader throughputs by name, in samples/s per host CPU core."""
+    return {k: float(e["samples_per_s_per_core"]) for k, e in efficiencies().get("loader", {}).items()}
+
+
 def zoo() -> dict[str, Path]:
     """Zoo nets by name: the JSON files of configs/nets/."""
     return {p.stem: p for p in sorted((configs_dir() / "nets").glob("*.json"))}

@@ -1,0 +1,232 @@
+"""The ``modern`` rule set's evaluator: roofline layers, overheads, overlapped collectives.
+
+Per plan (one optimizer step of ``accumulation`` microbatches):
+
+  GPU time      sum over layers and phases of max(FLOPs / achievable compute rate,
+                bytes / achievable bandwidth, kernels x shortest kernel) (:mod:`costs.roofline`)
+                + the optimizer step (:mod:`costs.overlap`)
+  host time     kernels x host dispatch time per kernel (PyTorch eager launches each kernel
+                from Python; the GPU runs ahead only while the host keeps up)
+  compute       max(GPU time, host time) + framework time per microbatch; the part above the
+                GPU time is reported as ``overhead``
+  sync          the gradient AllReduce in fp32 (alpha-beta, hierarchical;
+                :mod:`costs.collectives`), overlapped in buckets with the last microbatch's
+                backward; ``sync`` is the exposed part, ``sync_total`` the whole
+  input         a node's samples per step over its data loader's rate; the step never beats it
+
+PALEO's PPP_comp, PPP_comm and pipelining columns are ignored here: the efficiencies
+(:class:`~costs.efficiency.Efficiency`) replace them. Everything is vectorised: each distinct
+(device, precision, batch) is costed once, then plans gather their row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from costs import collectives, overlap, roofline
+from costs.efficiency import Efficiency
+from costs.hardware import ELEMENT_SIZE, PRECISIONS, DeviceTable, LinkTable
+from costs.model import Breakdown, Plans, _unique
+
+GRAD_BYTES = 4.0  # DDP AllReduces .grad, which AMP keeps in fp32 (parameters stay fp32)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Evaluator options of the modern rule set."""
+
+    optimizer: str = "sgd"  # sgd | momentum | adam
+    bucket_bytes: float = 25e6  # DDP bucket_cap_mb = 25 (Li et al. 2020); <= 0: no overlap
+    nics_per_node: float | None = None  # None: one NIC per GPU (networks.toml's convention)
+
+
+@dataclass(frozen=True)
+class ModernBreakdown(Breakdown):
+    """:class:`~costs.model.Breakdown` plus what the modern model adds (seconds)."""
+
+    sync_total: np.ndarray  # the whole gradient AllReduce, before overlap
+    overhead: np.ndarray  # host-bound launch stall + framework time per step
+    input_stall: np.ndarray  # time waiting for the data loader
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.compute + self.comm + self.overhead + self.input_stall
+
+
+@dataclass(frozen=True)
+class _Combos:
+    """Per-layer GPU seconds and kernels of unique (device, precision, batch) combinations."""
+
+    fwd: np.ndarray  # (L - first + 1, U) cumulative forward seconds
+    bwd: np.ndarray  # (L - first + 1, U) cumulative backward seconds
+    kf: np.ndarray  # cumulative forward kernels
+    kb: np.ndarray  # cumulative backward kernels
+    inverse: np.ndarray  # combination of each selected plan
+
+
+def _combos(t, devices: DeviceTable, eff: Efficiency, device, precision, batch, first=0) -> _Combos:
+    ub, ib = _unique(batch)
+    keys, inverse = _unique((device * len(PRECISIONS) + precision) * len(ub) + ib)
+    kd, ki = np.divmod(keys, len(ub))
+    udev, uprec = np.divmod(kd, len(PRECISIONS))
+    elem = ELEMENT_SIZE[uprec]
+    times, kernels = roofline.phase_times(
+        t,
+        first,
+        ub[ki].astype(float),
+        devices.peak[udev, uprec] * eff.gemm[udev, uprec],
+        devices.peak[udev, 0] * eff.vector[udev],
+        devices.mem_bandwidth[udev] * eff.memory[udev],
+        elem,
+        (elem < 4).astype(float),
+        eff.kernel_min_s,
+    )
+    times = times * eff.multiplier[udev, uprec]
+    kernels = np.broadcast_to(kernels, times.shape)
+
+    def cum(x):
+        return np.concatenate([np.zeros((1, x.shape[-1])), np.cumsum(x, axis=0)])
+
+    return _Combos(
+        cum(times[:, 0]),
+        cum(times[:, 1] + times[:, 2]),
+        cum(kernels[:, 0]),
+        cum(kernels[:, 1] + kernels[:, 2]),
+        inverse,
+    )
+
+
+def _hybrid(costs, t, plans: Plans, devices, links, eff, out: dict) -> None:
+    """Add the model-parallel part of hybrid plans (Krizhevsky 2014), as costs.model does:
+    each of K workers holds 1/K of every layer from the split on and runs K x n samples."""
+    L = costs.n_layers
+    h = np.flatnonzero(plans.split < L)
+    s = plans.split[h]
+    kh = plans.workers[h].astype(float)
+    first = int(s.min())
+    c = _combos(
+        t, devices, eff, plans.device[h], plans.precision[h], plans.batch[h] * plans.workers[h], first
+    )
+    u = c.inverse
+    top_f, top_b = c.fwd[-1, u], c.bwd[-1, u]
+    out["forward"][h] += (top_f - c.fwd[s - first, u]) / kh
+    out["backward"][h] += (top_b - c.bwd[s - first, u]) / kh
+    out["kernels"][h] += (c.kf[-1, u] - c.kf[s - first, u]) + (c.kb[-1, u] - c.kb[s - first, u])
+    out["params"][h] += (costs.total_params - costs.params_before[s]) / kh
+    tb = np.concatenate([[0.0], np.cumsum(t.param_tensors)])
+    out["tensors"][h] += tb[L] - tb[s]  # every worker holds a slice of each tensor
+    nodes = np.ceil(kh / np.minimum(plans.gpus_per_node[h], kh))
+    link = np.where(nodes > 1, plans.network[h], plans.intra_link[h])
+    elem = ELEMENT_SIZE[plans.precision[h]]
+    nbytes = 2.0 * (kh - 1) * plans.batch[h] * elem * costs.gather_from[s]
+    steps = 2.0 * (kh - 1) * costs.weighted_from[s]
+    act = nbytes / (links.bandwidth[link] * eff.link[link]) + steps * links.latency[link]
+    out["act_comm"][h] = np.where(kh > 1, act, 0.0)
+
+
+def _exposed(costs, c: _Combos, plans: Plans, split, sync_total, backward, grad_bytes, bucket_bytes):
+    """Exposed gradient AllReduce. Data-parallel plans: DDP's buckets filled from the last
+    layer down, each ready when its layers' backward is done (per-layer times); hybrid plans:
+    the closed form with equal buckets spread evenly over the backward."""
+    sync = overlap.exposed(sync_total, backward, grad_bytes, bucket_bytes)
+    L = costs.n_layers
+    dp = np.flatnonzero(split >= L)
+    if dp.size == 0 or not np.isfinite(bucket_bytes) or bucket_bytes <= 0:
+        return sync
+    first, share = overlap.buckets(costs.params * GRAD_BYTES, bucket_bytes)
+    if first.size == 0:
+        return sync
+    u = c.inverse[dp]
+    t_bwd = c.bwd[L, u]
+    ready = t_bwd[None, :] - c.bwd[first][:, u]
+    end = overlap.exposed_layerwise(sync_total[dp], ready, share)
+    sync[dp] = np.clip(end - t_bwd, 0.0, sync_total[dp])
+    return sync
+
+
+def evaluate(
+    costs,
+    plans: Plans,
+    devices: DeviceTable,
+    links: LinkTable,
+    efficiency: Efficiency | None = None,
+    options: Options | None = None,
+    loader_rate=None,
+) -> ModernBreakdown:
+    """Score every plan with the modern model (see the module docstring).
+
+    ``efficiency`` defaults to the pure roofline (:meth:`Efficiency.ideal`); the catalog's
+    ``efficiency()`` gives the cited defaults. ``loader_rate`` is samples/s per node, one per
+    plan or a scalar; ``inf`` (the default) means no input-pipeline bound.
+    """
+    eff = efficiency if efficiency is not None else Efficiency.ideal(devices, links)
+    opt = options if options is not None else Options()
+    t = roofline.terms(costs)
+    L = costs.n_layers
+    split = np.clip(plans.split, 0, L)
+    c = _combos(t, devices, eff, plans.device, plans.precision, plans.batch)
+    u = c.inverse
+    tensors_before = np.concatenate([[0.0], np.cumsum(t.param_tensors)])
+    out = {
+        "forward": c.fwd[split, u],
+        "backward": c.bwd[split, u],
+        "kernels": c.kf[split, u] + c.kb[split, u],
+        "params": costs.params_before[split].astype(float),
+        "tensors": tensors_before[split],
+        "act_comm": np.zeros(len(plans)),
+    }
+    data_params = out["params"].copy()
+    if bool((split < L).any()):
+        _hybrid(costs, t, plans, devices, links, eff, out)
+
+    dev, prec = plans.device, plans.precision
+    bw = devices.mem_bandwidth[dev] * eff.memory[dev]
+    upd_kernels = overlap.step_kernels(out["tensors"], opt.optimizer, prec)
+    update = np.maximum(
+        overlap.step_bytes(out["params"], opt.optimizer, prec) / bw, upd_kernels * eff.kernel_min_s
+    )
+    update = np.where(out["params"] > 0, update * eff.multiplier[dev, prec], 0.0)
+
+    intra, net = plans.intra_link, plans.network
+    grad_bytes = data_params * GRAD_BYTES
+    sync_total = collectives.allreduce(
+        plans.scheme,
+        grad_bytes,
+        plans.workers,
+        plans.gpus_per_node,
+        links.bandwidth[intra] * eff.link[intra],
+        links.latency[intra],
+        links.bandwidth[net] * eff.link[net],
+        links.latency[net],
+        opt.nics_per_node,
+    )
+    sync = _exposed(costs, c, plans, split, sync_total, out["backward"], grad_bytes, opt.bucket_bytes)
+
+    acc = plans.accumulation.astype(float)
+    forward, backward, act_comm = out["forward"] * acc, out["backward"] * acc, out["act_comm"] * acc
+    gpu = forward + backward + update
+    host = (out["kernels"] * acc + upd_kernels) * eff.host_per_kernel_s
+    overhead = np.maximum(host - gpu, 0.0) + eff.iteration_s * acc
+
+    per_node = np.minimum(plans.gpus_per_node, plans.workers)
+    samples = plans.batch * plans.workers * plans.accumulation
+    rate = np.inf if loader_rate is None else loader_rate
+    floor = overlap.loader_floor(plans.batch * per_node * acc, np.broadcast_to(rate, acc.shape))
+    input_stall = np.maximum(floor - (gpu + sync + act_comm + overhead), 0.0)
+    elem = ELEMENT_SIZE[prec]
+    return ModernBreakdown(
+        forward,
+        backward,
+        update,
+        sync,
+        act_comm,
+        out["params"],
+        data_params,
+        elem * plans.batch * float(costs.act_before[L]),
+        samples,
+        sync_total,
+        overhead,
+        input_stall,
+    )

@@ -1,0 +1,222 @@
+"""Per-layer work of the ``modern`` rule set: FLOPs by operation class, bytes and kernels.
+
+Every layer that costs time on a GPU is counted, per phase (forward, backward-data,
+backward-weights), as affine functions of the batch ``n`` like PALEO's terms, but split by
+what limits it on a real GPU (Williams, Waterman, Patterson, "Roofline", CACM 2009):
+
+- ``tc``     GEMM/convolution FLOPs per sample: tensor cores in tf32/fp16/bf16, the fp32 peak
+             in fp32 (cuDNN/cuBLAS implicit GEMM; 2 FLOPs per multiply-add);
+- ``vec``    elementwise FLOPs per sample (fp32 CUDA-core rate);
+- ``act``    elements read + written at the activation element size (4 B fp32, 2 B mixed);
+             ``act_a`` is the per-step part (weights read by a GEMM, weight gradients written);
+- ``fixed``  bytes per sample whose size does not follow the precision: the loss in fp32
+             (autocast runs softmax / cross-entropy in fp32), dropout's 1-byte mask, the fp32
+             input batch;
+- ``mixed``  bytes per step only under mixed precision: autocast casts each fp32 weight to a
+             16-bit copy in the forward (read 4 B, write 2 B) and the 16-bit weight gradient
+             back to the fp32 ``.grad`` (read 2 B, write 4 B) (PyTorch AMP; Micikevicius et al.
+             2018 keep fp32 master weights the same way);
+- ``kernels`` / ``mixed_kernels``  CUDA kernels launched (the cast kernels only when mixed).
+
+Activations are not layers in PALEO's specs: a ReLU is implied after every Convolution,
+Deconvolution and InnerProduct (after its BatchNorm when one follows), and after a residual
+Elementwise sum instead of before it, unless an explicit activation or Softmax follows. A
+convolution not followed by BatchNorm adds its bias in a separate kernel (PyTorch's cuDNN path);
+InnerProduct fuses it into the GEMM (addmm). Per-layer traffic (elements per sample):
+
+==============  ==========================  ============================  =====================
+layer           forward                     backward-data                 backward-weights
+==============  ==========================  ============================  =====================
+conv / fc       read x, w; write y          read dy, w; write dx          read x, dy; write dw
+bias (conv)     read y, write y             -                             read dy
+activation      read x, write y             read y, dy; write dx          -
+BatchNorm       read x twice (statistics,   read x, dy; write dx          read x, dy (dgamma,
+                normalise), write y                                       dbeta reductions)
+Elementwise     read k inputs, write y      gradient sum at the fork:     -
+                                            read 2, write 1
+pooling         read x, write y             read dy, write dx             -
+Concatenate     read inputs, write y        - (gradients are views)       -
+Softmax + loss  fp32: read, write, read     fp32: read, write             -
+Dropout         read x, write y, mask       read dy, mask; write dx       -
+Input           read the fp32 batch, write  -                             -
+                it at activation size
+Reshape         - (a view)                  -                             -
+==============  ==========================  ============================  =====================
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from costs.graph import Net, ShapedLayer
+from costs.layers import PHASES
+
+FWD, BWD_DATA, BWD_W = range(len(PHASES))
+_WEIGHTED = ("Convolution", "Deconvolution", "InnerProduct")
+_ACTIVATIONS = ("ReLU", "Sigmoid", "Tanh")
+_CAST_BYTES = 6.0  # one cast reads 4 B and writes 2 B (or reads 2 B and writes 4 B)
+_FIELDS = ("tc", "vec", "act_a", "act_b", "fixed", "mixed", "kernels", "mixed_kernels")
+
+
+@dataclass(frozen=True)
+class ModernTerms:
+    """(L, 3) arrays per layer and phase; ``*_b``/``tc``/``vec``/``fixed`` are per sample."""
+
+    tc: np.ndarray
+    vec: np.ndarray
+    act_a: np.ndarray
+    act_b: np.ndarray
+    fixed: np.ndarray
+    mixed: np.ndarray
+    kernels: np.ndarray
+    mixed_kernels: np.ndarray
+    param_tensors: np.ndarray  # (L,) parameter tensors per layer (weight and bias: 2)
+
+
+def _prod(shape) -> int:
+    return math.prod(int(d) for d in shape)
+
+
+class _Acc:
+    """Accumulates one layer's terms."""
+
+    def __init__(self) -> None:
+        self.v = {f: np.zeros(len(PHASES)) for f in _FIELDS}
+
+    def add(self, phase: int, **kw) -> None:
+        for k, x in kw.items():
+            self.v[k][phase] += x
+
+
+def _children(net: Net) -> dict[str, list[ShapedLayer]]:
+    out: dict[str, list[ShapedLayer]] = {s.name: [] for s in net.layers}
+    for s in net.layers:
+        for p in s.layer.parents:
+            if p in out:
+                out[p].append(s)
+    return out
+
+
+def _after_bn(name: str, kids: dict) -> list[ShapedLayer]:
+    """Consumers of a layer, looking through one BatchNorm."""
+    out = []
+    for c in kids[name]:
+        out += kids[c.name] if c.type == "BatchNorm" else [c]
+    return out
+
+
+def _implied_activation(s: ShapedLayer, kids: dict) -> bool:
+    nxt = _after_bn(s.name, kids)
+    if not nxt or any(c.type in _ACTIVATIONS or c.type == "Softmax" for c in nxt):
+        return False
+    if s.type in _WEIGHTED:
+        return not any(c.type == "Elementwise" for c in nxt)  # the ReLU follows the sum
+    return s.type == "Elementwise"
+
+
+def _gemm(acc: _Acc, s: ShapedLayer, params: int, kids: dict) -> None:
+    x, y = sum(_prod(i) for i in s.in_shapes), _prod(s.out_shape)
+    if s.type == "InnerProduct":
+        bias, positions = s.out_shape[0], 1
+    elif s.type == "Convolution":
+        bias, positions = s.out_shape[2], s.out_shape[0] * s.out_shape[1]
+    else:  # Deconvolution: the data gradient of a convolution over the output
+        bias, positions = s.out_shape[2], s.in_shapes[0][0] * s.in_shapes[0][1]
+    w = params - bias
+    flops = 2.0 * w * positions
+    acc.add(FWD, tc=flops, act_b=x + y, act_a=w, kernels=1, mixed=_CAST_BYTES * w, mixed_kernels=1)
+    if "data" not in s.layer.parents:
+        acc.add(BWD_DATA, tc=flops, act_b=x + y, act_a=w, kernels=1)
+    acc.add(BWD_W, tc=flops, act_b=x + y, act_a=w, kernels=1, mixed=_CAST_BYTES * w, mixed_kernels=1)
+    followed_by_bn = any(c.type == "BatchNorm" for c in kids[s.name])
+    if not followed_by_bn:
+        if s.type != "InnerProduct":
+            acc.add(FWD, act_b=2 * y, vec=y, kernels=1)
+        acc.add(BWD_W, act_b=y, vec=y, kernels=1)
+
+
+def _elementwise_like(acc: _Acc, s: ShapedLayer) -> None:
+    x, y = sum(_prod(i) for i in s.in_shapes), _prod(s.out_shape)
+    t = s.type
+    if t == "BatchNorm":
+        acc.add(FWD, act_b=2 * x + y, vec=5 * x, kernels=2)
+        acc.add(BWD_DATA, act_b=3 * x, vec=4 * x, kernels=1)
+        acc.add(BWD_W, act_b=2 * x, vec=3 * x, kernels=1)
+    elif t == "Elementwise":
+        acc.add(FWD, act_b=x + y, vec=max(len(s.in_shapes) - 1, 1) * y, kernels=1)
+        acc.add(BWD_DATA, act_b=3 * y, vec=y, kernels=1)
+    elif t in ("Pooling", "AvgPool"):
+        k = s.layer.spec.get("ksize", [1, 1, 1, 1])
+        acc.add(FWD, act_b=x + y, vec=int(k[1]) * int(k[2]) * y, kernels=1)
+        acc.add(BWD_DATA, act_b=x + y, vec=x, kernels=1)
+    elif t == "Concatenate":
+        acc.add(FWD, act_b=x + y, kernels=1)
+    elif t == "Softmax":
+        acc.add(FWD, fixed=12.0 * y, vec=4 * y, kernels=2)
+        acc.add(BWD_DATA, fixed=8.0 * y, vec=y, kernels=2)
+    elif t == "Dropout":
+        acc.add(FWD, act_b=2 * x, fixed=x, vec=x, kernels=1)
+        acc.add(BWD_DATA, act_b=2 * x, fixed=x, vec=x, kernels=1)
+    elif t in _ACTIVATIONS or t == "Generic":
+        acc.add(FWD, act_b=2 * x, vec=4 * x if t != "ReLU" else x, kernels=1)
+        acc.add(BWD_DATA, act_b=3 * x, vec=x, kernels=1)
+    elif t == "UpSampling2D":
+        acc.add(FWD, act_b=x + y, kernels=1)
+        acc.add(BWD_DATA, act_b=x + y, vec=x, kernels=1)
+    elif t == "Input":
+        acc.add(FWD, act_b=y, fixed=4.0 * y, kernels=1)
+    # Reshape: a view, no kernel
+
+
+def build(net: Net, params: np.ndarray) -> ModernTerms:
+    """The modern per-layer terms of ``net`` (``params`` per layer, PALEO's convention)."""
+    kids = _children(net)
+    rows = []
+    tensors = np.zeros(len(net.layers))
+    for i, s in enumerate(net.layers):
+        acc = _Acc()
+        if s.type in _WEIGHTED:
+            _gemm(acc, s, int(params[i]), kids)
+            tensors[i] = 2
+        else:
+            _elementwise_like(acc, s)
+        if _implied_activation(s, kids):
+            y = _prod(s.out_shape)
+            acc.add(FWD, act_b=2 * y, vec=y, kernels=1)
+            acc.add(BWD_DATA, act_b=3 * y, vec=y, kernels=1)
+        rows.append(acc.v)
+    arrays = {f: np.array([r[f] for r in rows], dtype=float).reshape(len(rows), len(PHASES)) for f in _FIELDS}
+    return ModernTerms(**arrays, param_tensors=tensors)
+
+
+_CACHE: dict[int, tuple[Net, ModernTerms]] = {}
+
+
+def terms(costs) -> ModernTerms:
+    """The modern terms of a :class:`~costs.coefficients.NetCosts` (built once per net)."""
+    hit = _CACHE.get(id(costs.net))
+    if hit is not None and hit[0] is costs.net:
+        return hit[1]
+    out = build(costs.net, costs.params)
+    _CACHE[id(costs.net)] = (costs.net, out)
+    return out
+
+
+def phase_times(t: ModernTerms, first: int, n, peak_tc, peak_vec, bw, elem, mixed, kernel_min):
+    """GPU seconds per layer (from ``first``) and phase, (L - first, 3, U), for U combinations.
+
+    Each layer-phase is a roofline: the larger of its FLOPs at the achievable compute rates
+    and its bytes at the achievable bandwidth, and at least ``kernel_min`` per kernel it
+    launches. All rate arrays are (U,); ``mixed`` is a (U,) 0/1 array.
+    """
+    sl = slice(first, None)
+    n = n[None, None, :]
+    comp = t.tc[sl, :, None] * n / peak_tc + t.vec[sl, :, None] * n / peak_vec
+    nbytes = (t.act_a[sl, :, None] + t.act_b[sl, :, None] * n) * elem + t.fixed[sl, :, None] * n
+    nbytes = nbytes + t.mixed[sl, :, None] * mixed
+    kernels = t.kernels[sl, :, None] + t.mixed_kernels[sl, :, None] * mixed
+    gpu = np.maximum(np.maximum(comp, nbytes / bw), kernels * kernel_min)
+    return np.where(kernels > 0, gpu, 0.0), kernels
