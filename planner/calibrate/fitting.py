@@ -1,0 +1,101 @@
+"""Fit a calibration profile to measured runs, and measure its error on runs it did not see.
+
+:func:`calibrate` fits the group scales and overheads of :mod:`planner.calibrate.profile` to
+every run (bounded least squares on log error, regularised toward the cited defaults; see
+:mod:`costs.calibration`), then refits once per source without that source and predicts it:
+the leave-one-source-out (LOSO) error is the honest one, and the residuals it leaves give the
+prediction interval stored in the profile.
+
+All runs are scored with the ``modern`` rule set, SGD with momentum (the optimizer of the
+published CNN runs) and no input-pipeline bound (the runs use synthetic data or say so).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+
+import numpy as np
+
+from costs import calibration as cal
+from costs.model import evaluate
+from costs.modern import Options
+from planner import catalog
+from planner.calibrate.predict import RunTable
+from planner.calibrate.profile import EMPTY, Profile, Space, space
+
+RULES = "modern"
+OPTIONS = Options(optimizer="momentum")
+SIGMA = 0.15  # expected log scatter of one published run about the model (~15%)
+COVERAGE = 0.8  # of the prediction interval
+
+
+def predict(table: RunTable, profile: Profile = EMPTY) -> np.ndarray:
+    """Samples/s of every run of ``table`` under ``profile`` (the cited defaults when empty)."""
+    base = catalog.efficiency(table.device_keys, table.link_keys)
+    return table.samples_per_s(evaluate, efficiency=profile.apply(base), options=OPTIONS)
+
+
+def _fit(table: RunTable) -> tuple[Space, cal.Fit]:
+    base = catalog.efficiency(table.device_keys, table.link_keys)
+    sp = space(table.runs, base)
+
+    def model(theta: np.ndarray) -> np.ndarray:
+        return table.samples_per_s(evaluate, efficiency=sp.efficiency(theta), options=OPTIONS)
+
+    return sp, cal.fit(model, table.measured, sp.prior, sigma=SIGMA)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A fitted profile with its in-sample fit and its out-of-sample (LOSO) residuals."""
+
+    profile: Profile
+    fit: cal.Fit
+    table: RunTable
+    held_out: np.ndarray  # (N,) log(pred / meas), each run predicted without its source
+    default: np.ndarray  # (N,) log(pred / meas) under the cited defaults (no fit)
+
+    @property
+    def held_out_predicted(self) -> np.ndarray:
+        return self.table.measured * np.exp(self.held_out)
+
+
+def leave_one_source_out(table: RunTable) -> np.ndarray:
+    """(N,) log(pred / meas), each source predicted by a profile fitted on the others."""
+    labels = np.array(table.sources, dtype=object)
+    out = np.full(len(table), np.nan)
+    for source in dict.fromkeys(table.sources):
+        test = labels == source
+        train = ~test
+        if not train.any():
+            continue
+        sp, f = _fit(table.subset(train))
+        pred = predict(table.subset(test), sp.profile(f.value))
+        out[test] = np.log(pred / table.measured[test])
+    return out
+
+
+def calibrate(runs, files: list[str], loso: bool = True) -> Calibration:
+    """Fit a profile to ``runs`` (read from ``files``, recorded in the profile)."""
+    table = RunTable(runs, RULES)
+    sp, f = _fit(table)
+    held = leave_one_source_out(table) if loso else np.full(len(table), np.nan)
+    default = np.log(predict(table) / table.measured)
+    stats = cal.summary(held) if loso else cal.summary(f.log_residuals)
+    lo, hi = cal.interval(held if loso else f.log_residuals, COVERAGE)
+    meta = {
+        "rules": RULES,
+        "fitted_on": [str(x) for x in files],
+        "date": _dt.date.today().isoformat(),
+        "runs": len(table),
+        "sources": len(set(table.sources)),
+        "error_kind": "leave-one-source-out" if loso else "in-sample",
+        "median_ape": round(stats["median_ape"], 2),
+        "p90_ape": round(stats["p90_ape"], 2),
+        "interval_coverage": COVERAGE,
+        # measured = predicted x [lo, hi] for COVERAGE of the held-out runs (throughput)
+        "interval": [round(lo, 4), round(hi, 4)],
+        "not_identified": [n for n, ok in zip(f.names, f.identified) if not ok],
+    }
+    return Calibration(sp.profile(f.value, meta), f, table, held, default)

@@ -1,0 +1,186 @@
+"""Calibration profiles of the ``modern`` rule set: which parameters a fit varies, and how a
+fitted profile is written, read and applied to the cited default efficiencies.
+
+A profile does not replace the catalog's efficiencies device by device: it scales them by
+group, so what a fit learns on one GPU carries to its siblings (an H100 fit also moves H200 and
+H100 PCIe) and cited differences between devices of a generation survive. The groups:
+
+  gemm.<generation>.<precision>   scale on the GEMM/convolution fraction of peak
+  memory.<generation>             scale on the memory-bandwidth fraction
+  link.<kind>                     scale on the link fraction (intra_node / inter_node)
+  host_per_kernel_us, kernel_min_us, iteration_us   overheads, absolute (microseconds)
+
+Scales start at 1 (the cited default); fractions stay at most 1 after scaling.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from costs import calibration as cal
+from costs.efficiency import Efficiency
+from costs.hardware import PRECISIONS
+from planner import catalog
+from planner.errors import BadInput
+
+OVERHEADS = ("host_per_kernel_us", "kernel_min_us", "iteration_us")
+_FIELD = {
+    "host_per_kernel_us": "host_per_kernel_s",
+    "kernel_min_us": "kernel_min_s",
+    "iteration_us": "iteration_s",
+}
+# Priors of overheads whose cited default is 0 (no published figure): a small positive value
+# with a wide spread, so the data decide (log-space fits need a positive start).
+_ZERO_PRIOR_US = {"kernel_min_us": 2.0, "iteration_us": 100.0}
+SCALE_SPREAD = 0.35  # prior sd of log(scale): the cited defaults are good to about +-35%
+OVERHEAD_SPREAD = 1.5  # overheads: a factor of ~4.5 either way at one sd
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Group scales and overheads; an empty profile is the cited defaults."""
+
+    scales: dict[str, float]
+    overheads_us: dict[str, float]
+    meta: dict
+
+    def apply(self, eff: Efficiency) -> Efficiency:
+        """The efficiencies ``eff`` (for its device and link rows) under this profile."""
+        gen = [_generation(d) for d in eff.devices]
+        gemm, memory, link = eff.gemm.copy(), eff.memory.copy(), eff.link.copy()
+        for i, g in enumerate(gen):
+            for j, p in enumerate(PRECISIONS):
+                gemm[i, j] *= self.scales.get(f"gemm.{g}.{p}", 1.0)
+            memory[i] *= self.scales.get(f"memory.{g}", 1.0)
+        for i, x in enumerate(eff.links):
+            link[i] *= self.scales.get(f"link.{catalog.network(x).kind}", 1.0)
+        over = {_FIELD[k]: v * 1e-6 for k, v in self.overheads_us.items()}
+        return replace(
+            eff,
+            gemm=np.minimum(gemm, 1.0),
+            memory=np.minimum(memory, 1.0),
+            link=np.minimum(link, 1.0),
+            **over,
+        )
+
+
+EMPTY = Profile({}, {}, {})
+
+
+def _generation(device: str) -> str:
+    return str(catalog.device(device).raw.get("generation", "default"))
+
+
+@dataclass(frozen=True)
+class Space:
+    """The parameters a fit varies for a set of device and link rows, as a ``cal.Prior``."""
+
+    names: tuple[str, ...]
+    prior: cal.Prior
+    base: Efficiency
+
+    def profile(self, theta: np.ndarray, meta: dict | None = None) -> Profile:
+        scales, over = {}, {}
+        for name, value in zip(self.names, theta):
+            (over if name in OVERHEADS else scales)[name] = float(value)
+        return Profile(scales, over, meta or {})
+
+    def efficiency(self, theta: np.ndarray) -> Efficiency:
+        return self.profile(theta).apply(self.base)
+
+
+def space(runs, base: Efficiency) -> Space:
+    """Fit parameters for the groups the runs exercise (see the module docstring)."""
+    names, prior, lo, hi, spread = [], [], [], [], []
+
+    def add(name, value, lower, upper, sd):
+        names.append(name)
+        prior.append(value)
+        lo.append(lower)
+        hi.append(upper)
+        spread.append(sd)
+
+    index = {d: i for i, d in enumerate(base.devices)}
+    groups: dict[str, list[tuple[int, int]]] = {}
+    for r in runs:
+        key = f"gemm.{_generation(r.device)}.{r.precision}"
+        groups.setdefault(key, []).append((index[r.device], PRECISIONS.index(r.precision)))
+    for key in sorted(groups):
+        top = max(base.gemm[i, j] for i, j in groups[key])
+        add(key, 1.0, 0.1, 1.0 / top, SCALE_SPREAD)
+    for g in sorted({_generation(r.device) for r in runs}):
+        top = max(base.memory[index[r.device]] for r in runs if _generation(r.device) == g)
+        add(f"memory.{g}", 1.0, 0.1, 1.0 / top, SCALE_SPREAD)
+    kinds: dict[str, float] = {}
+    for i, x in enumerate(base.links):
+        kind = catalog.network(x).kind
+        kinds[kind] = max(kinds.get(kind, 0.0), base.link[i])
+    multi = any(r.gpus > 1 for r in runs)
+    for kind in sorted(kinds) if multi else ():
+        add(f"link.{kind}", 1.0, 0.1, 1.0 / kinds[kind], SCALE_SPREAD)
+    for name in OVERHEADS:
+        value = getattr(base, _FIELD[name]) * 1e6 or _ZERO_PRIOR_US[name]
+        add(name, value, value / 100.0, value * 100.0, OVERHEAD_SPREAD)
+    arr = lambda v: np.asarray(v, dtype=float)  # noqa: E731
+    return Space(tuple(names), cal.Prior(tuple(names), arr(prior), arr(lo), arr(hi), arr(spread)), base)
+
+
+def to_toml(p: Profile) -> str:
+    """The profile file: [profile] metadata, [scale] group scales, [overhead] microseconds."""
+
+    def value(v) -> str:
+        if isinstance(v, str):
+            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return repr(float(v)) if isinstance(v, float) else str(v)
+
+    lines = ["# planner calibration profile (modern rule set); see `planner calibrate --help`", "[profile]"]
+    lines += [f"{k} = {value(v)}" for k, v in p.meta.items()]
+    lines += ["", "[scale]  # multipliers on the cited default efficiencies of configs/efficiencies.toml"]
+    lines += [f'"{k}" = {v:.6g}' for k, v in sorted(p.scales.items())]
+    lines += ["", "[overhead]  # microseconds"]
+    lines += [f"{k} = {v:.6g}" for k, v in p.overheads_us.items()]
+    return "\n".join(lines) + "\n"
+
+
+def from_dict(data: dict, name: str) -> Profile:
+    """Validate a parsed profile (``name`` is used in error messages)."""
+    if not isinstance(data, dict) or not isinstance(data.get("profile", {}), dict):
+        raise BadInput(f"{name}: not a calibration profile (needs [profile], [scale], [overhead])")
+    scales, over = data.get("scale", {}), data.get("overhead", {})
+    for table, entries in (("scale", scales), ("overhead", over)):
+        for k, v in entries.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise BadInput(f"{name}: [{table}] {k} = {v!r} is not a positive number")
+    unknown = sorted(set(over) - set(OVERHEADS))
+    if unknown:
+        raise BadInput(f"{name}: unknown [overhead] key {unknown[0]} (valid: {', '.join(OVERHEADS)})")
+    bad = [k for k in scales if k.split(".")[0] not in ("gemm", "memory", "link")]
+    if bad:
+        raise BadInput(
+            f"{name}: unknown [scale] key {bad[0]} (valid: gemm.GEN.PRECISION, memory.GEN, link.KIND)"
+        )
+    return Profile(
+        {k: float(v) for k, v in scales.items()},
+        {k: float(v) for k, v in over.items()},
+        data.get("profile", {}),
+    )
+
+
+def load(path: str | Path) -> Profile:
+    """Read a profile file (``--calibration F``); one-line errors for unreadable files."""
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise BadInput(f"--calibration {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise BadInput(f"--calibration {path}: malformed TOML: {exc}") from None
+    return from_dict(data, str(path))
