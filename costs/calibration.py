@@ -72,10 +72,14 @@ def fit(
     *,
     sigma: float = 0.15,
     identified_below: float = 0.5,
+    starts: Sequence[np.ndarray] = (),
 ) -> Fit:
     """Fit ``predict`` to ``measured`` (N,) under ``prior``; see the module docstring.
 
     ``sigma``: expected log scatter of one measurement about the model (0.15 ~ 15%).
+    ``starts``: extra starting points (parameter vectors) besides the prior; the best fit wins.
+    A model with max() terms (roofline, launch-bound) has kinks where a parameter has no
+    gradient until it binds, so one start can stall on the wrong side of a kink.
     """
     measured = np.asarray(measured, dtype=float)
     if measured.size == 0 or np.any(~np.isfinite(measured)) or np.any(measured <= 0):
@@ -89,24 +93,12 @@ def fit(
         return np.concatenate([data / sigma, (z - log_prior) / prior.spread])
 
     lo, hi = np.log(prior.lower), np.log(prior.upper)
-    # start strictly inside the bounds (least_squares requires it)
-    z0 = np.clip(log_prior, lo + 1e-9 * (hi - lo), hi - 1e-9 * (hi - lo))
-    fixed = lo == hi
-    if np.all(fixed):
-        z = z0
-        cost = 0.5 * float(np.sum(residuals(z) ** 2))
-    else:
-        free = ~fixed
-
-        def free_residuals(zf: np.ndarray) -> np.ndarray:
-            full = z0.copy()
-            full[free] = zf
-            return residuals(full)
-
-        sol = least_squares(free_residuals, z0[free], bounds=(lo[free], hi[free]), method="trf", x_scale=1.0)
-        z = z0.copy()
-        z[free] = sol.x
-        cost = float(sol.cost)
+    best = None
+    for start in (prior.value, *starts):
+        z, cost = _solve(residuals, np.log(np.asarray(start, dtype=float)), lo, hi)
+        if best is None or cost < best[1]:
+            best = (z, cost)
+    z, cost = best
     shrink = _shrinkage(residuals, z, prior.spread, len(measured))
     return Fit(
         names=prior.names,
@@ -117,6 +109,25 @@ def fit(
         shrinkage=shrink,
         cost=cost,
     )
+
+
+def _solve(residuals, z_start: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, float]:
+    """One bounded least-squares solve in log space from ``z_start``; (z, cost)."""
+    # start strictly inside the bounds (least_squares requires it)
+    z0 = np.clip(z_start, lo + 1e-9 * (hi - lo), hi - 1e-9 * (hi - lo))
+    free = lo != hi
+    if not free.any():
+        return z0, 0.5 * float(np.sum(residuals(z0) ** 2))
+
+    def free_residuals(zf: np.ndarray) -> np.ndarray:
+        full = z0.copy()
+        full[free] = zf
+        return residuals(full)
+
+    sol = least_squares(free_residuals, z0[free], bounds=(lo[free], hi[free]), method="trf", x_scale=1.0)
+    z = z0.copy()
+    z[free] = sol.x
+    return z, float(sol.cost)
 
 
 def _shrinkage(residuals, z: np.ndarray, spread: np.ndarray, n_data: int) -> np.ndarray:

@@ -335,3 +335,8 @@ def _costs(path: str, rules_name: str, algorithm: str):
 def net_costs(name: str, rules: str, algorithm: str = "gemm"):
     """Per-layer cost coefficients of a net (cached per net, rules and algorithm)."""
     return _costs(str(net_path(name)), rules, algorithm)
+
+
+def profile_data(name: str) -> dict:
+    """A shipped calibration profile, configs/profiles/<name>.toml, as parsed TOML."""
+    return _read_toml(f"profiles/{name}.toml")

@@ -43,7 +43,21 @@ def _fit(table: RunTable) -> tuple[Space, cal.Fit]:
     def model(theta: np.ndarray) -> np.ndarray:
         return table.samples_per_s(evaluate, efficiency=sp.efficiency(theta), options=OPTIONS)
 
-    return sp, cal.fit(model, table.measured, sp.prior, sigma=SIGMA)
+    return sp, cal.fit(model, table.measured, sp.prior, sigma=SIGMA, starts=_starts(sp))
+
+
+def _starts(sp: Space) -> list[np.ndarray]:
+    """Extra starts with the host dispatch time binding: the launch-bound regime is a max()
+    kink that a fit starting below it never sees (it would stretch kernel_min instead)."""
+    if "host_per_kernel_us" not in sp.names:
+        return []
+    i = sp.names.index("host_per_kernel_us")
+    out = []
+    for factor in (3.0, 10.0):
+        start = sp.prior.value.copy()
+        start[i] = min(start[i] * factor, sp.prior.upper[i])
+        out.append(start)
+    return out
 
 
 @dataclass(frozen=True)
