@@ -1,0 +1,83 @@
+"""How sure is a ranking? Monte Carlo over the efficiencies' uncertainty, vectorised.
+
+Each draw scales every plan's compute time by a log-normal factor shared by all plans of its
+(device, precision) group, and its communication time by a factor shared by all plans (the
+links' efficiencies are fitted as one group per kind). Devices drift independently of each
+other: that is what can reorder plans of different GPUs; plans of the same group move together,
+so their order only changes through the compute/communication mix.
+
+The objective of a plan must be its iteration time times a per-plan constant (time to train =
+iterations x iteration time; cost = that x GPUs x price; energy likewise), so it is re-ranked
+without re-running the evaluator. Feasibility is held at its nominal value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Per-plan share of draws in which the plan is the best, and the draws' spread."""
+
+    win: np.ndarray  # (P,) fraction of draws where the plan has the lowest objective
+    draws: int
+
+    def best(self) -> int:
+        return int(np.argmax(self.win))
+
+
+def win_probability(
+    compute_s: np.ndarray,
+    comm_s: np.ndarray,
+    per_second: np.ndarray,
+    group: np.ndarray,
+    sd_compute: float,
+    sd_comm: float,
+    *,
+    draws: int = 200,
+    seed: int = 0,
+    candidates: np.ndarray | None = None,
+) -> Ranking:
+    """Share of draws in which each plan minimises ``(compute x a_g + comm x b) x per_second``.
+
+    ``compute_s``, ``comm_s``: nominal seconds per iteration (compute includes overheads);
+    ``per_second``: objective per second of iteration (e.g. iterations to train); ``group``:
+    (P,) non-negative group index of each plan (device x precision); ``sd_*``: standard
+    deviation of the log factors. ``candidates``: mask of plans that may win (feasible ones).
+    Work is O(draws x P) in numpy.
+    """
+    compute_s = np.asarray(compute_s, dtype=float)
+    comm_s = np.asarray(comm_s, dtype=float)
+    per_second = np.asarray(per_second, dtype=float)
+    group = np.asarray(group, dtype=np.int64)
+    n = compute_s.shape[0]
+    ok = np.ones(n, bool) if candidates is None else np.asarray(candidates, bool)
+    win = np.zeros(n)
+    if not ok.any():
+        return Ranking(win, draws)
+    idx = np.flatnonzero(ok)
+    g_local, g_inv = np.unique(group[idx], return_inverse=True)
+    rng = np.random.default_rng(seed)
+    a = np.exp(rng.normal(0.0, sd_compute, (draws, g_local.size)))  # (draws, groups)
+    b = np.exp(rng.normal(0.0, sd_comm, (draws, 1)))
+    # chunk the draws so the (draws x plans) matrix stays small for big spaces
+    chunk = max(1, int(4e6 // max(idx.size, 1)))
+    counts = np.zeros(idx.size)
+    c, m, w = compute_s[idx], comm_s[idx], per_second[idx]
+    for s in range(0, draws, chunk):
+        obj = (c[None, :] * a[s : s + chunk][:, g_inv] + m[None, :] * b[s : s + chunk]) * w[None, :]
+        counts += np.bincount(np.argmin(obj, axis=1), minlength=idx.size)
+    win[idx] = counts / draws
+    return Ranking(win, draws)
+
+
+def sd_from_interval(lo: float, hi: float, coverage: float = 0.8) -> float:
+    """Log standard deviation of a normal whose central ``coverage`` interval is [lo, hi]
+    (multipliers): sd = (ln hi - ln lo) / (2 z), z the normal quantile of (1 + coverage) / 2."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + coverage / 2.0))
+    return float((np.log(hi) - np.log(lo)) / (2.0 * z))

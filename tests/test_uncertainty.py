@@ -1,0 +1,49 @@
+"""Monte Carlo win probabilities (costs.uncertainty) on cases whose answer is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from costs import uncertainty as unc
+
+
+def test_no_uncertainty_gives_the_nominal_winner():
+    c = np.array([3.0, 2.0, 2.5])
+    r = unc.win_probability(c, np.zeros(3), np.ones(3), np.arange(3), 0.0, 0.0, draws=50)
+    np.testing.assert_array_equal(r.win, [0, 1, 0])
+
+
+def test_two_equal_plans_on_independent_devices_split_the_wins():
+    r = unc.win_probability(np.ones(2), np.zeros(2), np.ones(2), np.array([0, 1]), 0.2, 0.0, draws=4000)
+    assert r.win.sum() == pytest.approx(1.0)
+    assert r.win[0] == pytest.approx(0.5, abs=0.03)
+    # same device group: they move together, the tie stays broken the same way every draw
+    r = unc.win_probability(np.array([1.0, 1.001]), np.zeros(2), np.ones(2), np.zeros(2, int), 0.2, 0.0)
+    np.testing.assert_array_equal(r.win, [1, 0])
+
+
+def test_win_probability_matches_the_normal_cdf():
+    # plan 0 is 10% faster; log-ratio of two independent log-normals has sd 0.1 * sqrt(2)
+    from scipy.stats import norm
+
+    r = unc.win_probability(
+        np.array([1.0, 1.1]), np.zeros(2), np.ones(2), np.array([0, 1]), 0.1, 0.0, draws=20000, seed=1
+    )
+    want = norm.cdf(np.log(1.1) / (0.1 * np.sqrt(2)))
+    assert r.win[0] == pytest.approx(want, abs=0.01)
+
+
+def test_candidates_and_objective_weights():
+    c = np.array([1.0, 2.0, 0.5])
+    w = np.array([1.0, 0.4, 1.0])  # plan 1 needs fewer iterations: objective 0.8 vs 1.0
+    r = unc.win_probability(
+        c, np.zeros(3), w, np.arange(3), 0.0, 0.0, candidates=np.array([True, True, False])
+    )
+    np.testing.assert_array_equal(r.win, [0, 1, 0])
+
+
+def test_sd_from_interval():
+    assert unc.sd_from_interval(
+        np.exp(-1.2815515655446004), np.exp(1.2815515655446004), 0.8
+    ) == pytest.approx(1.0)
