@@ -188,12 +188,14 @@ def render_html(data: dict) -> str:
     style = (
         "body{font-family:Helvetica,Arial,sans-serif;margin:2em;max-width:1000px}"
         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ddd;padding:3px 8px;"
-        "text-align:right}td:first-child,th:first-child{text-align:left}"
+        "text-align:right;white-space:nowrap}td:first-child,th:first-child{text-align:left}"
+        ".note{color:#555}"
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(data['title'])}</title>"
         f"<style>{style}</style></head><body><h1>{escape(data['title'])}</h1>"
-        f"{scatter_chart(data)}"
+        f"{scatter_chart(data)}<p class='note'>Solid line: prediction = measurement; dashed: "
+        "prediction 25% above or 20% below. Hover a point for its run.</p>"
         f"<h2>Error per source</h2>{_html_table(HEAD, table_rows(data))}"
         f"<h2>Worst rows</h2>{_html_table(WORST_HEAD, [_worst_cells(r) for r in data['worst']])}"
         "</body></html>\n"
