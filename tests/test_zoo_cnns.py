@@ -250,8 +250,8 @@ def test_googlenet_structure():
     assert [s.layer.spec["operation"] for s in lrn] == ["LRN", "LRN"]
 
 
-def test_googlenet_lrn_costs_memory_only_under_modern():
-    """LRN (a Generic layer) is free under PALEO's rules and a memory-bound layer under modern."""
+def test_googlenet_lrn_is_free_under_paleo_rules_and_costed_under_modern():
+    """LRN (a Generic layer) is free under PALEO's rules and an elementwise, memory-bound layer under modern."""
     shaped = catalog.load_net("googlenet", "paleo-2018")
     rules = get_rules("paleo-2018")
     for s in shaped.layers:
