@@ -12,7 +12,8 @@ row. Communication is closed-form per plan. There is no Python loop over plans.
 Times follow PALEO (Qi et al. 2017; paleo-model.md §A.2-§A.9, §B.1-§B.4):
   compute term  C = FLOPs / (peak * PPP_comp), floored at one clock cycle, 0 when FLOPs = 0
   memory term   M = bytes / (bandwidth * PPP_comp), floored at one clock cycle
-  layer phase   sum of its C and M terms, or max(sum C, sum M) with pipelining
+  layer phase   sum of its C and M terms, or max(sum C, sum M) with pipelining (PALEO's rules
+                take both gradients of a layer as one phase: Rules.pipeline_whole_backward)
   iteration     forward + backward + update + communication (never overlapped, as in PALEO)
 """
 
@@ -147,8 +148,18 @@ def layer_times(costs: NetCosts, devices: DeviceTable, device, precision, ppp, p
     comp = _term_times(costs.flops, n, peak * ppp, floor, np.ones_like(peak), g0, g, True)
     mem = _term_times(costs.bytes, n, bw * ppp, floor, ELEMENT_SIZE[precision] / 4.0, g0, g, False)
     t = np.where(pipeline[None, :], np.maximum(comp, mem), comp + mem)
-    t = t.reshape(costs.n_layers - first, len(PHASES), len(costs.variants), -1)
-    return t.min(axis=2)  # "best": the cheaper algorithm per layer and phase
+    shape = (costs.n_layers - first, len(PHASES), len(costs.variants), -1)
+    t = t.reshape(shape).min(axis=2)  # "best": the cheaper algorithm per layer and phase
+    if costs.rules.pipeline_whole_backward and pipeline.any():
+        # PALEO pipelines a layer's backward as one: max(C_data + C_filter, M_data + M_filter)
+        # (Rules.pipeline_whole_backward). It goes in the bwd_data slot, bwd_filter gets 0;
+        # "best" takes the cheapest (data, filter) algorithm pair.
+        c, m = comp.reshape(shape), mem.reshape(shape)
+        whole = np.maximum(c[:, 1, :, None] + c[:, 2, None], m[:, 1, :, None] + m[:, 2, None])
+        whole = whole.reshape(shape[0], -1, whole.shape[-1]).min(axis=1)
+        t[:, 1] = np.where(pipeline, whole, t[:, 1])
+        t[:, 2] = np.where(pipeline, 0.0, t[:, 2])
+    return t
 
 
 def _combo_times(costs, devices, plans: Plans, select, batch, first: int = 0):

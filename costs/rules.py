@@ -71,6 +71,14 @@ class Rules:
     gemm_backward: bool = False
     # Score with the modern evaluator (costs.modern) instead of PALEO's terms.
     modern: bool = False
+    # With pipelining, PALEO bounds a layer's whole backward pass at once: it adds the data
+    # and filter gradients' compute times, and their memory times, and takes the larger sum
+    # (TimeMeasure.__add__ then .lowerbound, paleo/profilers/base.py and simulation.py, both
+    # b12c04b and 984bbf5). One gradient's memory traffic thus hides behind the other's
+    # compute. Off: each gradient kernel is bounded on its own, max(C, M) per phase. The two
+    # differ only when one gradient is memory-bound and the other compute-bound, e.g. an FC
+    # layer's weight-bound gradients at the small per-worker batches of strong scaling.
+    pipeline_whole_backward: bool = False
 
 
 PALEO_2018 = Rules(
@@ -82,6 +90,7 @@ PALEO_2018 = Rules(
     symmetric_odd_fix=True,
     count_input_holes=True,
     valid_filter_grad=True,
+    pipeline_whole_backward=True,
 )
 
 PALEO_2016 = Rules(
@@ -93,6 +102,7 @@ PALEO_2016 = Rules(
     symmetric_odd_fix=False,
     count_input_holes=False,
     valid_filter_grad=False,
+    pipeline_whole_backward=True,
 )
 
 PLANNER = Rules(

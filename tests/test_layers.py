@@ -417,7 +417,13 @@ def test_best_is_never_slower_than_gemm_or_fft(vgg16_times):
     assert best.shape[1] == len(PHASES) and best.shape[2] == 6
     assert np.all(best <= gemm * (1 + 1e-12))
     assert np.all(best <= fft * (1 + 1e-12))
-    np.testing.assert_allclose(best, np.minimum(gemm, fft), rtol=1e-12)
+    # Per phase, best is the cheaper algorithm; pipelined under PALEO's rules, the backward is
+    # bounded as a whole (Rules.pipeline_whole_backward) over the cheapest (data, filter) pair,
+    # which may mix the two algorithms, so there it is only bounded by the single-algorithm values.
+    plain = np.array([True, True, False, False, True, True])
+    np.testing.assert_allclose(best[:, :, plain], np.minimum(gemm, fft)[:, :, plain], rtol=1e-12)
+    np.testing.assert_allclose(best[:, 0], np.minimum(gemm, fft)[:, 0], rtol=1e-12)
+    assert np.all(best[:, 2, ~plain] == 0.0)
     # FFT wins somewhere and loses somewhere on VGG-16, so "best" is a real choice.
     assert np.any(fft < gemm) and np.any(gemm < fft)
 
