@@ -16,8 +16,8 @@ import sys
 import tempfile
 import time
 
-from planner.optimize import OptimizeRequest, build
-from planner.search import exhaustive
+from planner.result.optimize import OptimizeRequest, build
+from planner.search.study import exhaustive
 
 
 def bench_command(repeat: int = 3) -> None:

@@ -11,11 +11,11 @@ import pytest
 
 from planner import catalog
 from planner.cli import main
-from planner.constraints import parse_budgets, parse_duration
 from planner.errors import BadInput, InfeasibleError, PlannerError
-from planner.estimate import EstimateRequest, estimate
-from planner.optimize import OptimizeRequest, optimize
-from planner.search import pareto_mask
+from planner.estimate.estimate import EstimateRequest, estimate
+from planner.metrics.constraints import parse_budgets, parse_duration
+from planner.result.optimize import OptimizeRequest, optimize
+from planner.search.study import pareto_mask
 
 ZOO = sorted(catalog.zoo())
 
@@ -278,7 +278,7 @@ def test_price_overrides():
     )
     b = r.best
     assert math.isclose(b["cost_usd"], b["time_to_train_s"] / 3600 * b["gpus"] * 1.0, rel_tol=1e-12)
-    from planner.optimize import build
+    from planner.result.optimize import build
 
     scorer, _ = build(OptimizeRequest("alexnet", prices=("MI250X=0.50",)))
     assert "MI250X" in scorer.space.gpu

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from planner.cli import main
-from planner.optimize import OptimizeRequest, build
-from planner.pareto import run_pareto
-from planner.report import classify, report_data
-from planner.search import exhaustive
+from planner.report.pareto import classify, report_data
+from planner.report.pareto_run import run_pareto
+from planner.result.optimize import OptimizeRequest, build
+from planner.search.study import exhaustive
 
 
 def _exact_front_2d(time_s: np.ndarray, cost: np.ndarray) -> set[tuple[float, float]]:

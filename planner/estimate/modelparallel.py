@@ -15,12 +15,12 @@ import math
 from costs.model import evaluate, plans
 from costs.modelparallel import evaluate_explicit, n_devices
 from planner.errors import BadInput, UnsupportedError
-from planner.estimate import hardware, record
+from planner.estimate.estimate import hardware, record
 
 
 def estimate_model_parallel(req, costs, info, net_info) -> list[dict]:
     """One record for the spec's own model-parallel placement (times in ms)."""
-    from planner.estimate import EstimateRequest
+    from planner.estimate.estimate import EstimateRequest
 
     splits = n_devices(costs)
     default_workers = EstimateRequest.__dataclass_fields__["workers"].default

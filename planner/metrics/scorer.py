@@ -3,7 +3,7 @@
 time_to_train_s = epochs x ceil(dataset / global batch) x iteration time
 cost_usd        = GPUs x time_to_train_s / 3600 x price per GPU-hour (billed per second)
 throughput      = samples per second (maximised, so its objective value is negated)
-memory          = bytes needed on one GPU (see planner.memory)
+memory          = bytes needed on one GPU (see planner.metrics.memory)
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import numpy as np
 
 from costs.hardware import DeviceTable, LinkTable
 from costs.model import evaluate
-from planner import memory
-from planner.constraints import Limits
-from planner.space import Space
+from planner.metrics import memory
+from planner.metrics.constraints import Limits
+from planner.space.space import Space
 
 OBJECTIVES = ("time", "cost", "throughput", "memory")
 METRIC = {

@@ -14,10 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from planner import report
 from planner.errors import BadInput, InfeasibleError
-from planner.objectives import METRIC
-from planner.optimize import (
+from planner.metrics.scorer import METRIC
+from planner.report import pareto as report
+from planner.report.files import dumps
+from planner.report.render import to_csv
+from planner.result.optimize import (
     PLAN_AXES,
     PLAN_BREAKDOWN,
     OptimizeRequest,
@@ -26,8 +28,6 @@ from planner.optimize import (
     front_indices,
     search_and_certify,
 )
-from planner.render import to_csv
-from planner.results import dumps
 
 
 def _columns(objectives) -> list[str]:
@@ -155,7 +155,7 @@ def run_pareto(req: OptimizeRequest) -> tuple[dict, dict[str, str]]:
         or (len(objectives) == 3 and objectives[2] != "memory")
     ):
         raise BadInput(f"--objectives '{req.objective}' must be time,cost or time,cost,memory")
-    from planner.results import versions
+    from planner.report.files import versions
 
     out = search_and_certify(req)
     scorer, src = out.scorer, out.evaluated

@@ -143,7 +143,7 @@ def estimate(req: EstimateRequest) -> list[dict]:
         )
     costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm)
     if costs.net.has_model_parallel and req.parallel == "model":
-        from planner.modelparallel import estimate_model_parallel
+        from planner.estimate.modelparallel import estimate_model_parallel
 
         return estimate_model_parallel(req, costs, info, net_info)
     batch = req.batch or costs.net.default_batch

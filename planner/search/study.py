@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from planner import shared
-from planner.objectives import Scorer
-from planner.shared import STALE_AFTER_S
-from planner.space import AXES
+from planner.metrics.scorer import Scorer
+from planner.search import shared
+from planner.search.shared import STALE_AFTER_S
+from planner.space.space import AXES
 
 _INVALID = 1e30  # objective value told for an invalid combination (also marked infeasible)
 
@@ -158,7 +158,7 @@ def run(
 ) -> tuple[Scored, SearchStats]:
     """Bring ``study`` to ``trials`` COMPLETE trials; return every distinct plan it scored.
 
-    Safe with several workers (processes, Slurm tasks) on one study: see :mod:`planner.shared`.
+    Safe with several workers (processes, Slurm tasks) on one study: see :mod:`planner.search.shared`.
     """
     space = scorer.space
     stats = SearchStats(type(study.sampler).__name__, getattr(study.sampler, "_seed", None) or 0)

@@ -5,7 +5,7 @@ journal file in the sweep folder). A study is done when it has its full count of
 trials and its result (the optimizer's answer, certified by enumeration where the space is
 small) is stored on it as the user attribute ``result``. So a sweep is resumable: running it
 again skips done studies and finishes the others, and several workers may share one study
-(:mod:`planner.shared` keeps the trial count exact and recovers trials of killed workers).
+(:mod:`planner.search.shared` keeps the trial count exact and recovers trials of killed workers).
 Nothing is written outside the sweep folder and the storage.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planner.errors import InfeasibleError, PlannerError
-from planner.sweepspec import Cell, SweepSpec, load
+from planner.sweep.spec import Cell, SweepSpec, load
 
 STATES = ("queued", "running", "done", "failed")
 
@@ -84,7 +84,7 @@ def run_cell(
     """
     import optuna
 
-    from planner.optimize import optimize
+    from planner.result.optimize import optimize
 
     spec = load_with(spec_path, results, storage)
     cell = spec.cells()[index]

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cliopts import (
+from planner.cli.options import (
     ConvAlg,
     Fmt,
     Parallel,
@@ -99,13 +99,13 @@ def estimate(
 ) -> None:
     """PALEO's estimate per worker count and AllReduce scheme: a scaling table."""
     from costs import comm
-    from planner import render
-    from planner.estimate import EstimateRequest
-    from planner.estimate import estimate as run
+    from planner.estimate.estimate import EstimateRequest
+    from planner.estimate.estimate import estimate as run
+    from planner.report import render
 
     schemes = tuple(comm.SCHEME_NAMES) if scheme is SchemeOpt.all else (scheme.value,)
     if plan is not None:
-        from planner.estimate import request_from_plan
+        from planner.estimate.estimate import request_from_plan
 
         req = request_from_plan(plan, net)
     elif net is None:
@@ -153,8 +153,8 @@ def summary(
     format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
 ) -> None:
     """Per-layer table: type, output shape, parameters, FLOPs and activation bytes, with totals."""
-    from planner import render
-    from planner.summary import TOTAL_KEYS, summarize
+    from planner.report import render
+    from planner.report.summary import TOTAL_KEYS, summarize
 
     rows, totals = summarize(net, batch, rules.value)
     if format is Fmt.json:
@@ -182,8 +182,8 @@ def list_(
     format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
 ) -> None:
     """What the catalogs hold, with units and sources."""
-    from planner import render
-    from planner.listing import listing
+    from planner.report import render
+    from planner.report.listing import listing
 
     records, cols = listing(what.value)
     if format is not Fmt.table:
@@ -280,10 +280,10 @@ def optimize(
     ] = Fmt.table,
 ) -> None:
     """The fastest (or cheapest) training plan under constraints, why it wins, what binds."""
-    from planner import render
-    from planner.optimize import PLAN_COLUMNS
-    from planner.optimize import optimize as run
-    from planner.results import dumps, run_dir, versions, write_atomic
+    from planner.report import render
+    from planner.report.files import dumps, run_dir, versions, write_atomic
+    from planner.result.optimize import PLAN_COLUMNS
+    from planner.result.optimize import optimize as run
 
     req = _optimize_request(locals())
     budgets = req.budget
@@ -307,7 +307,7 @@ def optimize(
 
 def _optimize_request(opts: dict):
     """The OptimizeRequest of the options shared by `optimize` and `pareto`."""
-    from planner.optimize import OptimizeRequest
+    from planner.result.optimize import OptimizeRequest
 
     budgets = tuple(opts["budget"] or ())
     objective = opts.get("objective") or opts.get("objectives")
@@ -348,9 +348,9 @@ def _optimize_request(opts: dict):
 
 def pareto(**opts) -> None:
     """Time-vs-cost Pareto report: runs a two-objective search and writes a report folder."""
-    from planner import render
-    from planner.pareto import run_pareto
-    from planner.results import run_dir, write_atomic
+    from planner.report import render
+    from planner.report.files import run_dir, write_atomic
+    from planner.report.pareto_run import run_pareto
 
     req = _optimize_request(opts)
     data, files = run_pareto(req)
@@ -411,13 +411,13 @@ app.command(name="pareto")(pareto)
 @app.command()
 def report(run_dir: Annotated[str, typer.Argument(help="A folder written by `planner pareto`.")]) -> None:
     """Re-render a Pareto report (HTML, Markdown, charts) from a saved run, without searching."""
-    from planner.pareto import rerender
+    from planner.report.pareto_run import rerender
 
     files = rerender(run_dir)
     typer.echo(f"Rendered {', '.join(files)} in {run_dir}")
 
 
-from planner.cli_sweep import sweep_app  # noqa: E402
+from planner.cli.sweep import sweep_app  # noqa: E402
 
 app.add_typer(sweep_app, name="sweep")
 

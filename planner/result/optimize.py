@@ -1,7 +1,7 @@
 """`planner optimize`: the best training plan under constraints, and why it wins.
 
 The flow: validate the request, build the :class:`~planner.space.Space` from the catalogs and
-the budget, run the Optuna search (:mod:`planner.search`), certify it by exhaustive enumeration
+the budget, run the Optuna search (:mod:`planner.search.study`), certify it by exhaustive enumeration
 when the space is small enough, and build a pure-data :class:`Result` that the renderers print.
 """
 
@@ -14,14 +14,15 @@ import numpy as np
 
 from costs import comm
 from costs.hardware import PRECISIONS
-from planner import catalog, shared
-from planner.constraints import Limits, parse_budgets, parse_duration
+from planner import catalog
 from planner.errors import BadInput, InfeasibleError, UnsupportedError
-from planner.memory import OPTIMIZERS
-from planner.objectives import OBJECTIVES, Scorer
-from planner.render import duration
-from planner.search import Scored, best_index, exhaustive, open_study, pareto_mask, run
-from planner.space import AXES, Space, gpu_counts
+from planner.metrics.constraints import Limits, parse_budgets, parse_duration
+from planner.metrics.memory import OPTIMIZERS
+from planner.metrics.scorer import OBJECTIVES, Scorer
+from planner.report.render import duration
+from planner.search import shared
+from planner.search.study import Scored, best_index, exhaustive, open_study, pareto_mask, run
+from planner.space.space import AXES, Space, gpu_counts
 
 EXHAUSTIVE_LIMIT = 2_000_000  # raw combinations scored in about a second (bench_optimize.py)
 DEFAULT_GPU_BUDGET = 64  # GPU axis cap when only money or a deadline bounds the search

@@ -1,0 +1,1 @@
+"""metrics stage of the pipeline."""

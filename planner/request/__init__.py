@@ -1,0 +1,1 @@
+"""request stage of the pipeline."""

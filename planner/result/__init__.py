@@ -1,0 +1,1 @@
+"""result stage of the pipeline."""

@@ -1,0 +1,1 @@
+"""search stage of the pipeline."""

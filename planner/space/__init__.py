@@ -1,0 +1,1 @@
+"""space stage of the pipeline."""

@@ -1,0 +1,1 @@
+"""sweep stage of the pipeline."""
