@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 from planner.cli import main
+from planner.pipeline import build
+from planner.pipeline import pareto as run_pareto
 from planner.report.pareto import classify, report_data
-from planner.report.pareto_run import run_pareto
-from planner.result.optimize import OptimizeRequest, build
-from planner.search.study import exhaustive
+from planner.request.optimize import OptimizeRequest
+from planner.search.scored import exhaustive
 
 
 def _exact_front_2d(time_s: np.ndarray, cost: np.ndarray) -> set[tuple[float, float]]:

@@ -1,4 +1,4 @@
-"""Choices and parsers shared by the command-line modules (kept apart to avoid import cycles)."""
+"""Choices shared by the command-line modules (str Enums, so Typer lists them in --help)."""
 
 from __future__ import annotations
 
@@ -53,27 +53,3 @@ class What(str, Enum):
     nets = "nets"
     devices = "devices"
     networks = "networks"
-
-
-def parse_int_list(value: str, option: str) -> tuple[int, ...]:
-    """'1,2,4,8' or '1-8' (powers of two) -> a tuple of positive integers."""
-    from planner.errors import BadInput
-
-    out: list[int] = []
-    for part in value.replace(" ", "").split(","):
-        try:
-            if "-" in part[1:]:
-                lo, hi = (int(x) for x in part.split("-", 1))
-                v = lo
-                while v <= hi:
-                    out.append(v)
-                    v *= 2
-            else:
-                out.append(int(part))
-        except ValueError:
-            raise BadInput(
-                f"{option} takes integers like 1,2,4,8 or a range 1-128 (powers of two), got '{value}'"
-            ) from None
-    if not out or min(out) < 1:
-        raise BadInput(f"{option} takes positive integers, got '{value}'")
-    return tuple(out)

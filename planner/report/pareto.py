@@ -14,7 +14,7 @@ from html import escape
 import numpy as np
 
 from planner.report import charts
-from planner.report.render import duration
+from planner.units import duration
 
 CLOUD_CELLS = (120, 80)  # occupancy grid of the faint "every evaluated plan" layer
 

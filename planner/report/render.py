@@ -6,6 +6,8 @@ import csv
 import io
 import json
 
+from planner.units import duration
+
 
 def _fmt(value, digits: int) -> str:
     if isinstance(value, float):
@@ -48,19 +50,6 @@ def to_csv(records: list[dict], columns: list[str] | None = None) -> str:
 
 def to_json(obj) -> str:
     return json.dumps(obj, indent=2)
-
-
-def duration(seconds: float) -> str:
-    """Seconds as a short human duration: '42.0 s', '8.1 min', '3.2 h', '4.5 days'."""
-    if seconds != seconds:  # NaN
-        return "n/a"
-    if seconds < 120:
-        return f"{seconds:,.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:,.1f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:,.1f} h"
-    return f"{seconds / 86400:,.1f} days"
 
 
 def optimize_text(result, saved) -> str:

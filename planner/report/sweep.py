@@ -9,8 +9,8 @@ from __future__ import annotations
 from html import escape
 
 from planner.report import charts
-from planner.report.render import duration
-from planner.result.optimize import PLAN_COLUMNS
+from planner.result.records import PLAN_COLUMNS
+from planner.units import duration
 
 
 def _label(v) -> str:

@@ -1,100 +1,88 @@
-"""The search space of training plans: static choice lists, plan <-> trial, enumeration.
+"""The Space stage: the choice list of every declared axis, plan <-> trial, enumeration.
 
-Axes (each a static list, so Optuna's samplers see the same choices in every trial):
-  gpu        device key                    gpus       total GPU count
-  per_node   GPUs per node (1, 2, 4, 8)    batch      samples per GPU per iteration
-  split      data parallel, or the first model-parallel layer of a hybrid split
-  scheme     AllReduce scheme              precision  arithmetic precision
-A combination is *valid* when the GPUs fill whole nodes of a size the device comes in (GPUs a
-multiple of per_node, per_node <= the device's max per node). Invalid combinations are never
-scored: they are not plans. Valid plans that break a limit are scored and marked infeasible.
+A :class:`Space` is built from a validated :class:`~planner.request.optimize.Problem` by
+:func:`build`: one choice list per axis of :data:`planner.space.axes.AXES`. Plans are index
+columns (one integer array per axis). A combination is *valid* when every axis's constraint
+holds (e.g. the GPUs fill whole nodes of a size the device comes in); invalid combinations are
+never scored: they are not plans. Valid plans that break a limit are scored and marked
+infeasible.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from costs import comm
-from costs.hardware import PRECISIONS
 from costs.model import Plans, plans
+from planner.space.axes import AXES, FIELDS, NAMES, Chosen
 
-AXES = ("gpu", "gpus", "per_node", "batch", "split", "scheme", "precision")
-
-
-def gpu_counts(max_gpus: int) -> tuple[int, ...]:
-    """Powers of two and whole 8-GPU nodes up to ``max_gpus``, plus ``max_gpus`` itself."""
-    counts = {1 << i for i in range(max_gpus.bit_length()) if 1 << i <= max_gpus}
-    counts |= set(range(8, max_gpus + 1, 8))
-    counts.add(max_gpus)
-    return tuple(sorted(counts))
+if TYPE_CHECKING:
+    from planner.request.optimize import Problem
 
 
 @dataclass(frozen=True)
 class Space:
-    """Choice lists of every axis. ``global_batch`` fixes K x batch (strong scaling)."""
+    """Choice lists of every axis, and what the axes' constraints read from the problem."""
 
-    gpu: tuple[str, ...]
-    gpus: tuple[int, ...]
-    per_node: tuple[int, ...]
-    batch: tuple[int, ...]
-    split: tuple[int, ...]  # layer indices; n_layers = pure data parallelism
-    scheme: tuple[str, ...]
-    precision: tuple[str, ...]
-    max_per_node: tuple[int, ...]  # per gpu entry
-    n_layers: int
-    global_batch: int | None = None
+    axes: dict[str, tuple]  # axis name -> choices, in the order of AXES
+    max_per_node: tuple[int, ...]  # per gpu choice
+    layers: tuple  # the net's layer specs (names of split points)
+    global_batch: int | None = None  # fixes GPUs x batch (x accumulation): strong scaling
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return NAMES
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.layers)
 
     def choices(self, axis: str) -> tuple:
-        return getattr(self, axis)
+        return self.axes[axis]
 
     @property
     def raw_size(self) -> int:
-        return int(np.prod([len(self.choices(a)) for a in AXES]))
+        return int(np.prod([len(c) for c in self.axes.values()]))
 
     def grid(self) -> dict[str, np.ndarray]:
         """Every valid combination, as index arrays per axis (vectorised, no Python loop)."""
-        shape = [len(self.choices(a)) for a in AXES]
-        idx = np.indices(shape).reshape(len(AXES), -1)
-        cols = dict(zip(AXES, idx, strict=True))
+        shape = [len(self.axes[a]) for a in NAMES]
+        idx = np.indices(shape).reshape(len(NAMES), -1)
+        cols = dict(zip(NAMES, idx, strict=True))
         valid = self.valid(cols)
         return {a: c[valid] for a, c in cols.items()}
 
     def valid(self, cols: dict[str, np.ndarray]) -> np.ndarray:
-        """Mask of valid index combinations (see the module docstring)."""
-        k = np.asarray(self.gpus)[cols["gpus"]]
-        g = np.asarray(self.per_node)[cols["per_node"]]
-        cap = np.asarray(self.max_per_node)[cols["gpu"]]
-        ok = (k % g == 0) & (g <= cap)
-        # one worker has no model-parallel part: keep only the data-parallel split for it
-        ok &= (k > 1) | (np.asarray(self.split)[cols["split"]] == self.n_layers)
-        if self.global_batch is None:
-            return ok
-        return ok & (cols["batch"] == 0)
+        """Mask of valid index combinations: every axis's constraint holds."""
+        ch = Chosen(self, cols)
+        ok = np.ones(len(next(iter(cols.values()))), dtype=bool)
+        for a in AXES:
+            if a.valid is not None:
+                ok &= a.valid(ch)
+        return ok
 
-    def batch_per_worker(self, cols) -> np.ndarray:
-        k = np.asarray(self.gpus)[cols["gpus"]]
-        if self.global_batch is not None:
-            return np.ceil(self.global_batch / k).astype(np.int64)
-        return np.asarray(self.batch)[cols["batch"]]
+    def to_plans(self, cols: dict[str, np.ndarray], **common) -> Plans:
+        """Index columns -> evaluator plans; ``common`` are columns shared by every plan
+        (ppp_comp, ppp_comm, pipeline). Link table: [network, intra-node link of each gpu]."""
+        ch = Chosen(self, cols)
+        columns = {"network": 0, **common}
+        for a in AXES:
+            columns.update(a.plan(ch))
+        return plans(self.n_layers, **columns)
 
-    def to_plans(
-        self, cols: dict[str, np.ndarray], ppp_comp: float, ppp_comm: float, pipeline: bool
-    ) -> Plans:
-        """Index arrays -> evaluator plans. Link table: [network, intra-node link of each gpu]."""
-        return plans(
-            self.n_layers,
-            device=cols["gpu"],
-            batch=self.batch_per_worker(cols),
-            workers=np.asarray(self.gpus)[cols["gpus"]],
-            gpus_per_node=np.asarray(self.per_node)[cols["per_node"]],
-            scheme=np.array([comm.SCHEME_NAMES.index(s) for s in self.scheme])[cols["scheme"]],
-            network=0,
-            intra_link=1 + cols["gpu"],
-            precision=np.array([PRECISIONS.index(p) for p in self.precision])[cols["precision"]],
-            split=np.asarray(self.split)[cols["split"]],
-            ppp_comp=ppp_comp,
-            ppp_comm=ppp_comm,
-            pipeline=pipeline,
-        )
+    def fields(self, cols: dict[str, np.ndarray], metrics: dict) -> dict[str, np.ndarray]:
+        """Every axis's record columns (arrays), in declaration order."""
+        ch = Chosen(self, cols)
+        return {f.key: f.values(ch, metrics) for f in FIELDS}
+
+
+def build(problem: Problem) -> Space:
+    """The space of a validated request: each declared axis's choices."""
+    return Space(
+        axes={a.name: tuple(a.choices(problem)) for a in AXES},
+        max_per_node=tuple(i.device.max_per_node for i in problem.devices),
+        layers=tuple(problem.costs.net.layers),
+        global_batch=problem.request.global_batch,
+    )

@@ -84,7 +84,7 @@ def run_cell(
     """
     import optuna
 
-    from planner.result.optimize import optimize
+    from planner.pipeline import optimize
 
     spec = load_with(spec_path, results, storage)
     cell = spec.cells()[index]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planner.errors import PlannerError
-from planner.result.optimize import OptimizeRequest
+from planner.request.optimize import OptimizeRequest
 
 TOP_KEYS = ("name", "description", "trials", "seed", "storage", "results", "grid", "options")
 # optimizer options a sweep may set, with their accepted types
@@ -203,7 +203,7 @@ def load(path: str | Path, results: str | Path | None = None) -> SweepSpec:
     names = [c.study for c in cells]
     if len(set(names)) != len(names):
         raise _fail(path, "two grid cells are identical (repeated values in a grid list)")
-    from planner.result.optimize import build
+    from planner.pipeline import build
 
     for cell in cells:  # catch bad names, budgets, options before anything runs
         try:
