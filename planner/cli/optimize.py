@@ -99,7 +99,7 @@ def optimize(
 ) -> None:
     """The fastest (or cheapest) training plan under constraints, why it wins, what binds."""
     from planner.pipeline import optimize as run
-    from planner.report import render
+    from planner.report import render, text
     from planner.report.files import dumps, run_dir, versions, write_atomic
     from planner.result.records import PLAN_COLUMNS
 
@@ -120,7 +120,7 @@ def optimize(
     if format is Fmt.csv:
         typer.echo(render.to_csv(rows, PLAN_COLUMNS), nl=False)
         return
-    typer.echo(render.optimize_text(result, saved))
+    typer.echo(text.optimize_text(result, saved))
 
 
 def _optimize_request(opts: dict):
@@ -214,7 +214,7 @@ def _axis_parameters() -> list[inspect.Parameter]:
 
 def _optimize_signature(axes: bool) -> inspect.Signature:
     """`optimize`'s options, plus (``axes``) those of the declared axes."""
-    sig = inspect.signature(optimize, eval_str=True)
+    sig = _OPTIMIZE_OPTIONS
     params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     return sig.replace(parameters=params + (_axis_parameters() if axes else []))
 
@@ -254,6 +254,7 @@ def _pareto_signature():
     return inspect.Signature(params)
 
 
+_OPTIMIZE_OPTIONS = inspect.signature(optimize, eval_str=True)  # as declared above, before any axis
 optimize.__signature__ = _optimize_signature(False)
 pareto.__signature__ = _pareto_signature()
 app.command(name="pareto")(pareto)

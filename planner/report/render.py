@@ -6,7 +6,7 @@ import csv
 import io
 import json
 
-from planner.units import duration
+from planner.units import duration  # noqa: F401  (re-exported for renderers)
 
 
 def _fmt(value, digits: int) -> str:
@@ -50,78 +50,3 @@ def to_csv(records: list[dict], columns: list[str] | None = None) -> str:
 
 def to_json(obj) -> str:
     return json.dumps(obj, indent=2)
-
-
-def optimize_text(result, saved) -> str:
-    """The terminal report of `planner optimize`."""
-    b = result.best
-    lines = []
-    inside = f"{b['nodes']} node{'s' if b['nodes'] > 1 else ''} x {b['gpus_per_node']}"
-    split = "data parallel" if b["parallel"] == "data" else f"hybrid (model parallel from {b['split']})"
-    goal = ", ".join(result.objectives)
-    lines.append(f"Best plan for {result.net} (minimising {goal}):")
-    lines.append(
-        f"  {b['gpus']} x {b['gpu']}  ({inside}; {b['intra_node_link']} inside a node, "
-        f"{b['network']} between nodes)"
-    )
-    lines.append(
-        f"  {split}, {b['batch_per_worker']} samples per GPU (global batch {b['global_batch']:,}), "
-        f"{b['scheme']} AllReduce, {b['precision']}"
-    )
-    cost = "n/a (no price)" if b["cost_usd"] is None else f"${b['cost_usd']:,.2f}"
-    lines.append(
-        f"  time to train {duration(b['time_to_train_s'])}   cost {cost}   "
-        f"iteration {b['iteration_ms']:,.2f} ms   {b['throughput_samples_s']:,.0f} samples/s   "
-        f"memory {b['memory_gb']:.1f} of {b['device_memory_gb']:.0f} GB"
-    )
-    lines.append(
-        f"  per iteration: forward {b['forward_ms']:,.2f} ms, backward {b['backward_ms']:,.2f} ms, "
-        f"update {b['update_ms']:,.2f} ms, communication {b['comm_ms']:,.2f} ms"
-    )
-    lines.append("")
-    lines.append("Why it wins:")
-    lines += [f"  - {w}" for w in b["why"]]
-    if result.alternatives:
-        lines.append("")
-        lines.append("Pareto front:" if result.pareto else "Next best:")
-        alts = [
-            dict(
-                a,
-                time_to_train=duration(a["time_to_train_s"]),
-                cost="-" if a["cost_usd"] is None else f"${a['cost_usd']:,.2f}",
-            )
-            for a in ([b] + result.alternatives if result.pareto else result.alternatives)
-        ]
-        cols = [
-            ("gpu", "gpu"),
-            ("gpus", "gpus"),
-            ("gpus_per_node", "per node"),
-            ("batch_per_worker", "batch/GPU"),
-            ("parallel", "parallel"),
-            ("scheme", "scheme"),
-            ("time_to_train", "time to train"),
-            ("cost", "cost"),
-            ("iteration_ms", "iter ms"),
-        ]
-        lines += ["  " + x for x in table(alts, cols, 2).splitlines()]
-    s = result.search
-    lines.append("")
-    certified = ""
-    if "gap" in s and s["gap"] is not None:
-        certified = (
-            f"; exhaustive optimum over {s['exhaustive_plans']:,} plans: the search was "
-            f"{s['gap']:.2%} from it"
-        )
-    elif "exhaustive_front_size" in s:
-        certified = (
-            f"; the exact front (exhaustive) has {s['exhaustive_front_size']} plans, "
-            f"the search found {s['front_found_by_search']} of them"
-        )
-    lines.append(
-        f"Search: {s['sampler']} seed {s['seed']}, {s['trials']} trials, "
-        f"{s['evaluated_plans']:,} plans scored in {s['seconds']:.2f} s{certified}."
-    )
-    lines.append(f"Reproduce: {b['estimate_command']}")
-    if saved:
-        lines.append(f"Saved: {saved}/run.json")
-    return "\n".join(lines)
