@@ -227,6 +227,20 @@ AXES: tuple[Axis, ...] = (
         fields=(Field("precision", lambda ch, m: ch.value("precision")),),
         estimate_args=lambda r: [f"--precision {r['precision']}"],
     ),
+    # Gradient accumulation: microbatches per optimizer step, gradients AllReduced once per
+    # step (PyTorch DDP's no_sync; Li et al., VLDB 2020, section 3.2.4). Only 1 unless asked:
+    # at a given global batch it adds no throughput under PALEO's model unless memory binds,
+    # and every choice multiplies the space (and the time to enumerate it).
+    Axis(
+        "accumulation",
+        choices=_accumulation_choices,
+        plan=_accumulation_plan,
+        valid=_accumulation_valid,
+        fields=(Field("accumulation", lambda ch, m: ch.value("accumulation")),),
+        estimate_args=lambda r: [] if r["accumulation"] == 1 else [f"--accumulation {r['accumulation']}"],
+        option="Gradient accumulation steps to search, e.g. 1,2,4,8 (microbatches per optimizer step; "
+        "default 1). With --global-batch each microbatch is global batch / (GPUs x steps).",
+    ),
 )
 
 NAMES = tuple(a.name for a in AXES)
