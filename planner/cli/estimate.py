@@ -125,6 +125,7 @@ def estimate(
         typer.echo(
             f"{r0['net']} on {r0['device']} over {r0['network']}, {r0['scaling']} scaling, "
             f"{r0['parallel']} parallel, {r0['precision']}, rules {r0['rules']}"
+            + (f", {r0['accumulation']} microbatches per step" if r0["accumulation"] != 1 else "")
         )
         typer.echo(render.table(records, ESTIMATE_COLUMNS))
 
