@@ -1,1 +1,1 @@
-"""estimate stage of the pipeline."""
+"""`planner estimate`: the short path of the pipeline (request, evaluator, records), no search."""

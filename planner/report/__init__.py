@@ -1,1 +1,1 @@
-"""report stage of the pipeline."""
+"""Stage 7, Report: renderers only (text, JSON, CSV, Markdown, HTML, SVG) and run folders."""

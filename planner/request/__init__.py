@@ -1,1 +1,1 @@
-"""request stage of the pipeline."""
+"""Stage 1, Request: the user's options validated into typed values (OptimizeRequest -> Problem, EstimateRequest)."""

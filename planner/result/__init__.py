@@ -1,1 +1,1 @@
-"""result stage of the pipeline."""
+"""Stage 6, Result: the answer as plain data (records, reasons, diagnosis), ready for any renderer."""

@@ -1,1 +1,1 @@
-"""search stage of the pipeline."""
+"""Stage 5, Search: Optuna ask/tell in batches, refinement, the exhaustive certificate, shared studies."""

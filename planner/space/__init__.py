@@ -1,1 +1,1 @@
-"""space stage of the pipeline."""
+"""Stage 2, Space: the search axes, each declared once (axes.py), and their choice lists (space.py)."""
