@@ -16,8 +16,9 @@ import sys
 import tempfile
 import time
 
-from planner.optimize import OptimizeRequest, build
-from planner.search import exhaustive
+from planner.pipeline import build
+from planner.request.optimize import OptimizeRequest
+from planner.search.scored import exhaustive
 
 
 def bench_command(repeat: int = 3) -> None:

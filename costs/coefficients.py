@@ -102,6 +102,22 @@ class NetCosts:
         return [s.name for s in self.net.layers if s.type in _WEIGHTED]
 
 
+def _work_at_1_and_2(s, rules, variant: str, source: str):
+    """A layer's work at batch 1 and 2 (two points of each affine term)."""
+    try:
+        return layers.work(s, 1, rules, variant), layers.work(s, 2, rules, variant)
+    except SpecError as exc:  # name the spec file too
+        raise SpecError(exc.detail, source=source, layer=exc.layer or s.name) from None
+
+
+def _affine(at1, at2, g: int, a: list, b: list, groups: list) -> None:
+    """Append the terms a + b x batch through (1, at1) and (2, at2), each in group ``g``."""
+    for x1, x2 in zip(at1, at2):
+        a.append(2 * x1 - x2)
+        b.append(x2 - x1)
+        groups.append(g)
+
+
 def build(net: Net, rules, algorithm: str = "gemm") -> NetCosts:
     """Collect every layer's FLOP and byte terms as affine functions of the batch."""
     if algorithm not in layers.ALGORITHMS:
@@ -113,23 +129,13 @@ def build(net: Net, rules, algorithm: str = "gemm") -> NetCosts:
     fa, fb, fg, ba, bb, bg = [], [], [], [], [], []
     for li, s in enumerate(net.layers):
         for vi, variant in enumerate(variants):
-            try:
-                w1 = layers.work(s, 1, rules, variant)
-                w2 = layers.work(s, 2, rules, variant)
-            except SpecError as exc:  # name the spec file too
-                raise SpecError(exc.detail, source=net.source, layer=exc.layer or s.name) from None
+            w1, w2 = _work_at_1_and_2(s, rules, variant, net.source)
             for pi, phase in enumerate(PHASES):
                 if phase not in w1:
                     continue
                 g = (li * len(PHASES) + pi) * nv + vi
-                for x1, x2 in zip(w1[phase].flops, w2[phase].flops):
-                    fa.append(2 * x1 - x2)
-                    fb.append(x2 - x1)
-                    fg.append(g)
-                for x1, x2 in zip(w1[phase].bytes, w2[phase].bytes):
-                    ba.append(2 * x1 - x2)
-                    bb.append(x2 - x1)
-                    bg.append(g)
+                _affine(w1[phase].flops, w2[phase].flops, g, fa, fb, fg)
+                _affine(w1[phase].bytes, w2[phase].bytes, g, ba, bb, bg)
     arr = lambda v, t=float: np.asarray(v, dtype=t)
 
     def terms(a, b, g) -> Terms:

@@ -15,38 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from costs import layers as layer_types
 from costs.errors import SpecError
-
-Shape = tuple[int, ...]  # per-sample shape, batch axis left out: (H, W, C) or (D,)
-
-
-@dataclass(frozen=True)
-class Layer:
-    """One layer after block expansion. ``device`` is the split index of a model-parallel copy."""
-
-    name: str
-    type: str
-    parents: tuple[str, ...]
-    spec: dict[str, Any] = field(compare=False, hash=False)
-    device: int | None = None
-    splits: int = 1
-
-
-@dataclass(frozen=True)
-class ShapedLayer:
-    """A layer with its input and output shapes resolved (per sample)."""
-
-    layer: Layer
-    in_shapes: tuple[Shape, ...]
-    out_shape: Shape
-
-    @property
-    def name(self) -> str:
-        return self.layer.name
-
-    @property
-    def type(self) -> str:
-        return self.layer.type
+from costs.nodes import Layer, Shape, ShapedLayer
 
 
 @dataclass(frozen=True)
@@ -189,19 +160,25 @@ def _local_ref(ref: str, prefix: str, local: set[str], split: tuple[int, int] | 
     return ref
 
 
-def toposort(layers: list[Layer], source: str) -> list[Layer]:
-    """Kahn's algorithm, ties broken by file order; a cycle is a :class:`SpecError`."""
+def _index(layers: list[Layer], source: str) -> tuple[dict[str, Layer], dict[str, list[str]]]:
+    """Layers by name (a repeated name is a :class:`SpecError`) and each layer's children."""
     by_name: dict[str, Layer] = {}
     for layer in layers:
         if layer.name in by_name:
             raise SpecError("duplicate layer name", source=source, layer=layer.name)
         by_name[layer.name] = layer
-    order = {name: i for i, name in enumerate(by_name)}
-    indeg = {name: len(layer.parents) for name, layer in by_name.items()}
     children: dict[str, list[str]] = {name: [] for name in by_name}
     for layer in layers:
         for p in layer.parents:
             children[p].append(layer.name)
+    return by_name, children
+
+
+def toposort(layers: list[Layer], source: str) -> list[Layer]:
+    """Kahn's algorithm, ties broken by file order; a cycle is a :class:`SpecError`."""
+    by_name, children = _index(layers, source)
+    order = {name: i for i, name in enumerate(by_name)}
+    indeg = {name: len(layer.parents) for name, layer in by_name.items()}
     import heapq
 
     ready = [(order[n], n) for n, d in indeg.items() if d == 0]
@@ -220,10 +197,36 @@ def toposort(layers: list[Layer], source: str) -> list[Layer]:
     return result
 
 
+def _shape(layer: Layer, in_shapes: tuple[Shape, ...], source: str, rules) -> Shape:
+    """One layer's output shape under a rule set; every problem is a :class:`SpecError`."""
+    if layer.type not in rules.layer_types:
+        raise SpecError(
+            f"layer type '{layer.type}' is not supported by rules {rules.name} "
+            f"(valid: {', '.join(sorted(rules.layer_types))})",
+            source=source,
+            layer=layer.name,
+        )
+    if layer.type != "Input" and not in_shapes:
+        raise SpecError("a layer other than the Input needs a parent", source=source, layer=layer.name)
+    try:
+        out = layer_types.output_shape(layer, in_shapes, rules)
+    except SpecError as exc:
+        if exc.source is None:  # raised by a layer rule: add the file (and the layer)
+            raise SpecError(exc.detail, source=source, layer=exc.layer or layer.name) from None
+        raise
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise SpecError(f"bad or missing field: {exc}", source=source, layer=layer.name) from None
+    if any(d <= 0 for d in out):
+        raise SpecError(
+            f"output shape {list(out)} is empty (inputs {[list(s) for s in in_shapes]})",
+            source=source,
+            layer=layer.name,
+        )
+    return out
+
+
 def build_net(spec: dict[str, Any], source: str, rules) -> Net:
     """Expand, order and shape a spec under a rule set (which decides the layer types allowed)."""
-    from costs import layers as layer_types
-
     expanded = toposort(expand(spec, source), source)
     data = [layer for layer in expanded if layer.name == "data"]
     if not data or data[0].type != "Input":
@@ -231,30 +234,8 @@ def build_net(spec: dict[str, Any], source: str, rules) -> Net:
     shapes: dict[str, Shape] = {}
     shaped: list[ShapedLayer] = []
     for layer in expanded:
-        if layer.type not in rules.layer_types:
-            raise SpecError(
-                f"layer type '{layer.type}' is not supported by rules {rules.name} "
-                f"(valid: {', '.join(sorted(rules.layer_types))})",
-                source=source,
-                layer=layer.name,
-            )
         in_shapes = tuple(shapes[p] for p in layer.parents)
-        if layer.type != "Input" and not in_shapes:
-            raise SpecError("a layer other than the Input needs a parent", source=source, layer=layer.name)
-        try:
-            out = layer_types.output_shape(layer, in_shapes, rules)
-        except SpecError as exc:
-            if exc.source is None:  # raised by a layer rule: add the file (and the layer)
-                raise SpecError(exc.detail, source=source, layer=exc.layer or layer.name) from None
-            raise
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
-            raise SpecError(f"bad or missing field: {exc}", source=source, layer=layer.name) from None
-        if any(d <= 0 for d in out):
-            raise SpecError(
-                f"output shape {list(out)} is empty (inputs {[list(s) for s in in_shapes]})",
-                source=source,
-                layer=layer.name,
-            )
+        out = _shape(layer, in_shapes, source, rules)
         shapes[layer.name] = out
         shaped.append(ShapedLayer(layer, in_shapes, out))
     tensor = data[0].spec.get("tensor")

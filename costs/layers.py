@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from costs import conv
 from costs.conv import F32, Work
 from costs.errors import SpecError
-from costs.graph import Layer, Shape, ShapedLayer
+from costs.nodes import Layer, Shape, ShapedLayer
 
 PHASES = ("fwd", "bwd_data", "bwd_filter")
 ALGORITHMS = ("gemm", "fft", "best")

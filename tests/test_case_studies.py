@@ -16,7 +16,8 @@ from typing import NamedTuple
 
 import pytest
 
-from planner.estimate import EstimateRequest, estimate
+from planner.estimate.estimate import estimate
+from planner.request.estimate import EstimateRequest
 
 RULES = ("paleo-2016", "paleo-2018")
 TOL_3DP = 0.0005 + 1e-9  # half a unit of the printed 3rd decimal, plus float noise

@@ -11,11 +11,13 @@ import pytest
 
 from planner import catalog
 from planner.cli import main
-from planner.constraints import parse_budgets, parse_duration
 from planner.errors import BadInput, InfeasibleError, PlannerError
-from planner.estimate import EstimateRequest, estimate
-from planner.optimize import OptimizeRequest, optimize
-from planner.search import pareto_mask
+from planner.estimate.estimate import estimate
+from planner.pipeline import optimize
+from planner.request.estimate import EstimateRequest
+from planner.request.optimize import OptimizeRequest
+from planner.request.parse import parse_budgets, parse_duration
+from planner.search.scored import pareto_mask
 
 ZOO = sorted(catalog.zoo())
 
@@ -278,10 +280,10 @@ def test_price_overrides():
     )
     b = r.best
     assert math.isclose(b["cost_usd"], b["time_to_train_s"] / 3600 * b["gpus"] * 1.0, rel_tol=1e-12)
-    from planner.optimize import build
+    from planner.pipeline import build
 
     scorer, _ = build(OptimizeRequest("alexnet", prices=("MI250X=0.50",)))
-    assert "MI250X" in scorer.space.gpu
+    assert "MI250X" in scorer.space.choices("gpu")
     for bad in ("H100_SXM", "H100_SXM=abc", "H100_SXM=-1", "Z9=1"):
         with pytest.raises(PlannerError):
             build(OptimizeRequest("alexnet", prices=(bad,)))

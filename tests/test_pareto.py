@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 from planner.cli import main
-from planner.optimize import OptimizeRequest, build
-from planner.pareto import run_pareto
-from planner.report import classify, report_data
-from planner.search import exhaustive
+from planner.pipeline import build
+from planner.pipeline import pareto as run_pareto
+from planner.report.pareto import classify, report_data
+from planner.request.optimize import OptimizeRequest
+from planner.search.scored import exhaustive
 
 
 def _exact_front_2d(time_s: np.ndarray, cost: np.ndarray) -> set[tuple[float, float]]:

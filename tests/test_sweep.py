@@ -18,8 +18,8 @@ import pytest
 from optuna.trial import TrialState
 
 from planner.cli import main
-from planner.sweep import _storage, load_with, status
-from planner.sweepspec import SweepSpecError, load
+from planner.sweep.run import _storage, load_with, status
+from planner.sweep.spec import SweepSpecError, load
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "configs" / "sweeps" / "example.yaml"
@@ -148,7 +148,7 @@ def test_killed_worker_loses_only_trials_in_flight(tmp_path):
     n = 1500
     spec = _spec(tmp_path, SMALL.format(name="kill", trials=n).replace("[alexnet, nin]", "[alexnet]"))
     results = tmp_path / "results"
-    from planner.sweep import prepare
+    from planner.sweep.run import prepare
 
     prepare(load_with(spec, str(results)))
     proc = _planner("sweep", "worker", str(spec), "--task", "0", "--results", str(results))
@@ -174,7 +174,7 @@ def test_killed_worker_loses_only_trials_in_flight(tmp_path):
 
 
 def _two_workers(spec, results, storage=None) -> list:
-    from planner.sweep import prepare
+    from planner.sweep.run import prepare
 
     prepare(load_with(spec, str(results), storage))
     extra = ["--storage", storage] if storage else []
@@ -362,7 +362,7 @@ def test_two_slurm_array_tasks_share_a_study_through_postgresql(tmp_path, capsys
 
 
 def _child_owner(q):
-    from planner import shared
+    from planner.search import shared
 
     q.put(shared.owner())
 
@@ -370,7 +370,7 @@ def _child_owner(q):
 def test_owner_tag_is_per_process_and_reaping_rules():
     import multiprocessing as mp
 
-    from planner import shared
+    from planner.search import shared
 
     q = mp.get_context("fork").Queue()
     p = mp.get_context("fork").Process(target=_child_owner, args=(q,))
@@ -395,7 +395,7 @@ def test_owner_tag_is_per_process_and_reaping_rules():
 
 
 def test_claims_never_exceed_the_trial_count():
-    from planner import shared
+    from planner.search import shared
 
     study = optuna.create_study()
     first = shared.claim(study, 10, 8)

@@ -13,7 +13,7 @@ from html import escape
 import numpy as np
 
 from costs import calibration as cal
-from planner import charts
+from planner.report import charts
 
 
 def _row(run, predicted: float) -> dict:

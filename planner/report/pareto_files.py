@@ -9,25 +9,21 @@ search, versions and the report data, from which `planner report` re-renders).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
-from planner import report
 from planner.errors import BadInput, InfeasibleError
-from planner.objectives import METRIC
-from planner.optimize import (
-    PLAN_AXES,
-    PLAN_BREAKDOWN,
-    OptimizeRequest,
-    _plan_record,
-    diagnose,
-    front_indices,
-    search_and_certify,
-)
-from planner.render import to_csv
-from planner.results import dumps
+from planner.metrics.scorer import METRIC
+from planner.report import pareto as report
+from planner.report.files import dumps, versions
+from planner.report.render import to_csv
+from planner.request.optimize import OptimizeRequest, request_dict
+from planner.result.explain import diagnose
+from planner.result.records import PLAN_AXES, PLAN_BREAKDOWN, axis_columns, plan_record, scalar
+from planner.search.certify import Outcome
+from planner.search.scored import front_indices
+from planner.space.axes import OPTIONS
 
 
 def _columns(objectives) -> list[str]:
@@ -38,74 +34,59 @@ def _columns(objectives) -> list[str]:
 
 def _trial_rows(scorer, cols: dict, m: dict, feasible: np.ndarray) -> list[dict]:
     """Every valid evaluated plan (index columns ``cols``, metrics ``m``) as a CSV row."""
-    sp = scorer.space
-    L = sp.n_layers
-    names = [s.name for s in scorer.costs.net.layers]
-    ms = {k: m[k.replace("_ms", "_s")] * 1e3 for k in ("forward_ms", "backward_ms", "update_ms", "comm_ms")}
-    ms["iteration_ms"] = m["iteration_s"] * 1e3
+    axes = axis_columns(scorer, cols, m)
+    ms = {f"{k}_ms": m[f"{k}_s"] * 1e3 for k in ("forward", "backward", "update", "comm", "iteration")}
     rows = []
-    gpu, scheme = np.asarray(sp.gpu), np.asarray(sp.scheme)
     for i in range(len(feasible)):
-        split = int(m["split"][i])
-        rows.append(
-            {
-                "time_to_train_s": float(m["time_to_train_s"][i]),
-                "cost_usd": float(m["cost_usd"][i]),
-                "gpu": gpu[cols["gpu"][i]],
-                "gpus": int(m["gpus"][i]),
-                "gpus_per_node": int(m["per_node"][i]),
-                "nodes": int(m["nodes"][i]),
-                "batch_per_worker": int(m["batch_per_worker"][i]),
-                "global_batch": int(m["global_batch"][i]),
-                "parallel": "data" if split >= L else "hybrid",
-                "split": "" if split >= L else names[split],
-                "scheme": scheme[cols["scheme"][i]],
-                "precision": str(m["precision_name"][i]),
-                **{k: float(v[i]) for k, v in ms.items()},
-                "throughput_samples_s": float(m["throughput_samples_s"][i]),
-                "memory_gb": float(m["memory_bytes"][i] / 1e9),
-                "feasible": bool(feasible[i]),
-            }
-        )
+        row = {"time_to_train_s": float(m["time_to_train_s"][i]), "cost_usd": float(m["cost_usd"][i])}
+        row.update({k: _cell(v[i]) for k, v in axes.items()})
+        row.update({k: float(v[i]) for k, v in ms.items()})
+        row["throughput_samples_s"] = float(m["throughput_samples_s"][i])
+        row["memory_gb"] = float(m["memory_bytes"][i] / 1e9)
+        row["feasible"] = bool(feasible[i])
+        rows.append(row)
     return rows
 
 
-def _scaling(scorer, front: list[dict]) -> dict:
-    """Speedup vs GPU count per scheme for each GPU type of the front (data parallel)."""
+def _cell(v):
+    """A CSV cell: the Python value, and an empty cell for None."""
+    return "" if v is None else scalar(v)
+
+
+def _scaling_counts(sp, per_node: int) -> tuple[list[int], list[int]]:
+    """GPU counts of a scaling curve at ``per_node`` GPUs per node, with their per-node index."""
+    ks, pn = [], []
+    for k in sp.choices("gpus"):
+        g = min(per_node, k)
+        if (k == 1 or k % per_node == 0 or k < per_node) and g in sp.choices("per_node"):
+            ks.append(k)
+            pn.append(sp.choices("per_node").index(g))
+    return ks, pn
+
+
+def _scaling(scorer, cols: dict, keep: np.ndarray, front: list[dict]) -> dict:
+    """Speedup vs GPU count per scheme for each GPU type of the front (data parallel), every
+    other axis as in the front plan (index ``keep[i]`` of ``cols``)."""
     sp = scorer.space
+    schemes = sp.choices("scheme")
     out = {}
-    for p in front:
+    for j, p in zip(keep, front, strict=True):
         if p["gpu"] in out:
             continue
-        g = sp.gpu.index(p["gpu"])
-        counts = [k for k in sp.gpus if k == 1 or k % p["gpus_per_node"] == 0 or k < p["gpus_per_node"]]
-        pn = [
-            sp.per_node.index(min(p["gpus_per_node"], k))
-            if min(p["gpus_per_node"], k) in sp.per_node
-            else None
-            for k in counts
-        ]
-        ks = [k for k, x in zip(counts, pn, strict=True) if x is not None]
-        pn = [x for x in pn if x is not None]
-        n = len(ks) * len(sp.scheme)
-        cols = {
-            "gpu": np.full(n, g),
-            "gpus": np.repeat([sp.gpus.index(k) for k in ks], len(sp.scheme)),
-            "per_node": np.repeat(pn, len(sp.scheme)),
-            "split": np.full(n, sp.split.index(sp.n_layers)),
-            "scheme": np.tile(np.arange(len(sp.scheme)), len(ks)),
-            "precision": np.full(n, sp.precision.index(p["precision"])),
-            "batch": np.full(n, sp.batch.index(p["batch_per_worker"]) if sp.global_batch is None else 0),
-        }
-        m = scorer.metrics(cols)
-        thr = m["throughput_samples_s"].reshape(len(ks), len(sp.scheme))
-        base = thr[0]
+        ks, pn = _scaling_counts(sp, p["gpus_per_node"])
+        n = len(ks) * len(schemes)
+        one = {a: np.full(n, c[j]) for a, c in cols.items()}
+        one["gpus"] = np.repeat([sp.choices("gpus").index(k) for k in ks], len(schemes))
+        one["per_node"] = np.repeat(pn, len(schemes))
+        one["split"] = np.full(n, sp.choices("split").index(sp.n_layers))
+        one["scheme"] = np.tile(np.arange(len(schemes)), len(ks))
+        thr = scorer.metrics(one)["throughput_samples_s"].reshape(len(ks), len(schemes))
         out[p["gpu"]] = {
             "batch_per_worker": p["batch_per_worker"],
             "per_node": p["gpus_per_node"],
             "schemes": {
-                s: [[int(k), float(thr[i, j] / base[j])] for i, k in enumerate(ks)]
-                for j, s in enumerate(sp.scheme)
+                s: [[int(k), float(thr[i, c] / thr[0, c])] for i, k in enumerate(ks)]
+                for c, s in enumerate(schemes)
             },
         }
     return out
@@ -129,6 +110,8 @@ def plan_file(p: dict, req: OptimizeRequest) -> dict:
         "ppp_comm": req.ppp_comm,
         "rules": req.rules,
         "conv_algorithm": req.conv_algorithm,
+        # columns of the axes a user can set (e.g. accumulation), under their record keys
+        **{f.key: p[f.key] for a in OPTIONS for f in a.fields},
         "expected": {
             k: p[k]
             for k in (
@@ -145,42 +128,40 @@ def plan_file(p: dict, req: OptimizeRequest) -> dict:
     }
 
 
-def run_pareto(req: OptimizeRequest) -> tuple[dict, dict[str, str]]:
-    """Search and build the report; returns (report data, files to write). Raises
-    :class:`InfeasibleError` before anything is written when no plan is feasible."""
-    objectives = [o.strip() for o in req.objective.split(",")]
-    if (
-        objectives[:2] != ["time", "cost"]
-        or len(objectives) > 3
-        or (len(objectives) == 3 and objectives[2] != "memory")
-    ):
-        raise BadInput(f"--objectives '{req.objective}' must be time,cost or time,cost,memory")
-    from planner.results import versions
+def check_objectives(text: str) -> list[str]:
+    """`planner pareto` takes time,cost or time,cost,memory."""
+    objectives = [o.strip() for o in text.split(",")]
+    if objectives not in (["time", "cost"], ["time", "cost", "memory"]):
+        raise BadInput(f"--objectives '{text}' must be time,cost or time,cost,memory")
+    return objectives
 
-    out = search_and_certify(req)
+
+def pareto_report(out: Outcome, req: OptimizeRequest) -> tuple[dict, dict[str, str]]:
+    """The report data and every file of a run folder, from a search's outcome. Raises
+    :class:`InfeasibleError` when no plan is feasible."""
     scorer, src = out.scorer, out.evaluated
     keep = front_indices(src)
     if keep.size == 0:
         raise InfeasibleError(diagnose(scorer, src))
-    front = [_plan_record(scorer, src.cols, int(j), out.objectives) for j in keep]
+    front = [plan_record(scorer, src.cols, int(j), out.objectives) for j in keep]
     search = {**out.search, **out.front_check(keep)}
     valid = src.objectives[0] < 1e29
     cols = {a: c[valid] for a, c in src.cols.items()}
     m = scorer.metrics(cols)
     data = report.report_data(
         net=req.net,
-        objectives=objectives,
+        objectives=list(out.objectives),
         front=front,
         time_s=m[METRIC["time"]],
         cost_usd=m[METRIC["cost"]],
         feasible=src.feasible[valid],
-        scaling=_scaling(scorer, front),
-        inputs={k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items()},
+        scaling=_scaling(scorer, src.cols, keep, front),
+        inputs=request_dict(req),
         search=search,
         versions=versions(),
         constraints=scorer.limits.summary(),
     )
-    columns = _columns(objectives)
+    columns = _columns(out.objectives)
     files = report.render_files(data)
     files["pareto.csv"] = to_csv(data["front"], ["label"] + columns + ["binding_text", "kind", "why"])
     files["trials.csv"] = to_csv(_trial_rows(scorer, cols, m, src.feasible[valid]), columns + ["feasible"])

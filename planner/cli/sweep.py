@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cliopts import Fmt
+from planner.cli.options import Fmt
 
 sweep_app = typer.Typer(
     help="Batch sweeps: many studies at once, locally or as a Slurm job array.", no_args_is_help=True
@@ -48,8 +48,8 @@ def sweep_run(
     storage: StorageOpt = None,
 ) -> None:
     """Run (or finish) every study of a sweep; finished studies are skipped."""
-    from planner import sweep
     from planner.errors import BadInput
+    from planner.sweep import run as sweep
 
     if (
         workers_per_study < 1
@@ -94,8 +94,8 @@ def sweep_worker(
     storage: StorageOpt = None,
 ) -> None:
     """Optimise the study of one array task (what each Slurm task runs)."""
-    from planner import sweep
     from planner.errors import BadInput
+    from planner.sweep import run as sweep
 
     s = sweep.load_with(spec, results, storage)
     cells = s.cells()
@@ -119,7 +119,8 @@ def sweep_status(
     format: Annotated[Fmt, typer.Option("--format")] = Fmt.table,
 ) -> None:
     """Per study: trials done, best value so far, state, and the Slurm job state."""
-    from planner import render, sweep
+    from planner.report import render
+    from planner.sweep import run as sweep
 
     s = sweep.load_with(spec, results, storage)
     statuses = sweep.status(s)
@@ -157,7 +158,9 @@ def sweep_status(
 @sweep_app.command("collect")
 def sweep_collect(spec: SpecArg, results: ResultsOpt = None, storage: StorageOpt = None) -> None:
     """summary.csv and a report (Markdown, HTML) comparing the cells."""
-    from planner import render, sweep, sweepreport
+    from planner.report import render
+    from planner.report import sweep as sweepreport
+    from planner.sweep import run as sweep
 
     s = sweep.load_with(spec, results, storage)
     data = sweepreport.collect_data(s.name, sweep.status(s))

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from html import escape
 
-from planner import charts
-from planner.optimize import PLAN_COLUMNS
-from planner.render import duration
+from planner.report import charts
+from planner.result.records import PLAN_COLUMNS
+from planner.units import duration
 
 
 def _label(v) -> str:
@@ -138,7 +138,7 @@ def _front_svg(net: str, studies: list[dict]) -> str:
     """The fronts of one net's studies on one time-vs-cost chart, a colour per budget."""
     import numpy as np
 
-    from planner.report import report_data
+    from planner.report.pareto import report_data
 
     front = sorted(
         ({**p, "gpu": s["budget"]} for s in studies for p in s["front"]), key=lambda p: p["time_to_train_s"]
@@ -170,7 +170,7 @@ def _front_svg(net: str, studies: list[dict]) -> str:
 
 def render_html(data: dict) -> str:
     """Self-contained HTML: the Markdown's tables as HTML, and one front chart per net."""
-    from planner.report import CSS
+    from planner.report.pareto import CSS
 
     body = [f"<h1>Sweep {escape(data['name'])}</h1>"]
     done = sum(r["state"] == "done" for r in data["rows"])

@@ -5,7 +5,7 @@ journal file in the sweep folder). A study is done when it has its full count of
 trials and its result (the optimizer's answer, certified by enumeration where the space is
 small) is stored on it as the user attribute ``result``. So a sweep is resumable: running it
 again skips done studies and finishes the others, and several workers may share one study
-(:mod:`planner.shared` keeps the trial count exact and recovers trials of killed workers).
+(:mod:`planner.search.shared` keeps the trial count exact and recovers trials of killed workers).
 Nothing is written outside the sweep folder and the storage.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planner.errors import InfeasibleError, PlannerError
-from planner.sweepspec import Cell, SweepSpec, load
+from planner.sweep.spec import Cell, SweepSpec, load
 
 STATES = ("queued", "running", "done", "failed")
 
@@ -84,7 +84,7 @@ def run_cell(
     """
     import optuna
 
-    from planner.optimize import optimize
+    from planner.pipeline import optimize
 
     spec = load_with(spec_path, results, storage)
     cell = spec.cells()[index]
@@ -124,6 +124,25 @@ class StudyStatus:
     result: dict | None = None
 
 
+def _study_state(study, spec: SweepSpec, complete: list, running: int) -> tuple[str, str, float | None]:
+    """(state, note, best value) of one stored study (see :data:`STATES`)."""
+    best = None
+    if complete and len(study.directions) == 1:
+        best = min(t.value for t in complete if t.value is not None)
+    attrs = study.user_attrs
+    if attrs.get("result") is not None and len(complete) >= spec.trials:
+        objective = (attrs["result"].get("best") or {}).get("objective")
+        # the certified answer, not just the best trial
+        return (
+            "done",
+            attrs["result"].get("infeasible", ""),
+            objective if isinstance(objective, float) else best,
+        )
+    if attrs.get("error") and running == 0:
+        return "failed", attrs["error"], best
+    return ("running" if complete or running else "queued"), "", best
+
+
 def status(spec: SweepSpec) -> list[StudyStatus]:
     """Per study: trials done, best value so far, state."""
     import optuna
@@ -141,22 +160,10 @@ def status(spec: SweepSpec) -> list[StudyStatus]:
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
         complete = [t for t in trials if t.state == TrialState.COMPLETE]
         running = len(trials) - len(complete)
-        best = None
-        if complete and len(study.directions) == 1:
-            best = min(t.value for t in complete if t.value is not None)
-        attrs = study.user_attrs
-        if attrs.get("result") is not None and len(complete) >= spec.trials:
-            state, msg = "done", attrs["result"].get("infeasible", "")
-            objective = (attrs["result"].get("best") or {}).get("objective")
-            if isinstance(objective, float):
-                best = objective  # the certified answer, not just the best trial
-        elif attrs.get("error") and running == 0:
-            state, msg = "failed", attrs["error"]
-        elif complete or running:
-            state, msg = "running", ""
-        else:
-            state, msg = "queued", ""
-        out.append(StudyStatus(cell, len(complete), running, state, best, msg, attrs.get("result")))
+        state, msg, best = _study_state(study, spec, complete, running)
+        out.append(
+            StudyStatus(cell, len(complete), running, state, best, msg, study.user_attrs.get("result"))
+        )
     return out
 
 
@@ -184,30 +191,38 @@ def run_local(spec: SweepSpec, workers: int | None = None, progress: bool | None
 def _watch(spec: SweepSpec, todo: list[Cell], futures, progress: bool | None) -> None:
     """Progress: a bar per study and one overall (rich, on a terminal); lines otherwise."""
     interactive = sys.stdout.isatty() if progress is None else progress
-    total = len(todo) * spec.trials
-    if interactive:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    (_watch_bars if interactive else _watch_lines)(spec, todo, futures)
 
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            transient=False,
-        ) as bar:
-            overall = bar.add_task(f"[bold]{spec.name}: all studies", total=total)
-            tasks = {c.study: bar.add_task(c.study.split(".")[1][:40], total=spec.trials) for c in todo}
-            while not all(f.done() for f in futures):
-                counts = {s.cell.study: s.complete for s in status(spec) if s.cell.study in tasks}
-                for name, n in counts.items():
-                    bar.update(tasks[name], completed=min(n, spec.trials))
-                bar.update(overall, completed=min(sum(counts.values()), total))
-                time.sleep(0.5)
+
+def _watch_bars(spec: SweepSpec, todo: list[Cell], futures) -> None:
+    """A rich progress bar per study and one overall, until every future is done."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    total = len(todo) * spec.trials
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        transient=False,
+    ) as bar:
+        overall = bar.add_task(f"[bold]{spec.name}: all studies", total=total)
+        tasks = {c.study: bar.add_task(c.study.split(".")[1][:40], total=spec.trials) for c in todo}
+
+        def update() -> None:
             counts = {s.cell.study: s.complete for s in status(spec) if s.cell.study in tasks}
             for name, n in counts.items():
                 bar.update(tasks[name], completed=min(n, spec.trials))
             bar.update(overall, completed=min(sum(counts.values()), total))
-        return
+
+        while not all(f.done() for f in futures):
+            update()
+            time.sleep(0.5)
+        update()
+
+
+def _watch_lines(spec: SweepSpec, todo: list[Cell], futures) -> None:
+    """One line per finished study, in the order they finish."""
     reported: set[int] = set()
     while len(reported) < len(futures):
         for i, f in enumerate(futures):

@@ -1,22 +1,29 @@
-"""Scoring plans for the search: metrics, objectives and constraint values, all vectorised.
+"""The Evaluator and Metrics stages: plans scored by costs/, then metrics, objectives and
+constraint values, all vectorised.
 
-time_to_train_s = epochs x ceil(dataset / global batch) x iteration time
+global_batch    = samples per optimizer step (GPUs x batch per GPU x microbatches), from costs/
+time_to_train_s = epochs x ceil(dataset / global batch) x iteration (optimizer step) time
 cost_usd        = GPUs x time_to_train_s / 3600 x price per GPU-hour (billed per second)
 throughput      = samples per second (maximised, so its objective value is negated)
-memory          = bytes needed on one GPU (see planner.memory)
+memory          = bytes needed on one GPU (see planner.metrics.memory)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from costs.hardware import DeviceTable, LinkTable
 from costs.model import evaluate
-from planner import memory
-from planner.constraints import Limits
-from planner.space import Space
+from planner import catalog
+from planner.metrics import memory
+from planner.metrics.limits import Limits
+from planner.space.space import Space
+
+if TYPE_CHECKING:
+    from planner.request.optimize import Problem
 
 OBJECTIVES = ("time", "cost", "throughput", "memory")
 METRIC = {
@@ -48,14 +55,15 @@ class Scorer:
 
     def metrics(self, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Every reported number of every plan (arrays), see the module docstring."""
-        p = self.space.to_plans(cols, self.ppp_comp, self.ppp_comm, self.pipeline)
+        p = self.space.to_plans(cols, ppp_comp=self.ppp_comp, ppp_comm=self.ppp_comm, pipeline=self.pipeline)
         r = evaluate(self.costs, p, self.devices, self.links)
         self.evaluated += len(p)
-        prec = np.asarray(self.space.precision)[cols["precision"]]
-        param_bytes = np.array([memory.bytes_per_param(x, self.optimizer) for x in self.space.precision])
+        precisions = self.space.choices("precision")
+        prec = np.asarray(precisions)[cols["precision"]]
+        param_bytes = np.array([memory.bytes_per_param(x, self.optimizer) for x in precisions])
         mem = memory.per_gpu(r.local_params, r.activation_bytes, param_bytes[cols["precision"]])
         k = p.workers.astype(float)
-        global_batch = p.batch * p.workers
+        global_batch = np.rint(r.samples).astype(np.int64)  # whole samples (exact in float64)
         iters = self.epochs * np.ceil(self.dataset_size / global_batch)
         total = r.total
         ttt = iters * total
@@ -81,6 +89,25 @@ class Scorer:
             "memory_bytes": mem,
             "device_memory_bytes": self.devices.memory_bytes[cols["gpu"]],
         }
+
+    @classmethod
+    def of(cls, problem: Problem, space: Space) -> Scorer:
+        """The scorer of a validated request over its space (device and link tables built once)."""
+        req = problem.request
+        return cls(
+            space,
+            problem.costs,
+            catalog.device_table(problem.gpus),
+            catalog.link_table([problem.network.key] + [i.device.intra_link for i in problem.devices]),
+            problem.prices,
+            problem.limits,
+            problem.epochs,
+            problem.dataset_size,
+            req.optimizer,
+            req.ppp_comp,
+            req.ppp_comm,
+            req.pipeline,
+        )
 
     def objective_values(self, m: dict[str, np.ndarray], objectives: tuple[str, ...]) -> np.ndarray:
         """(n_objectives, plans) values to minimise."""

@@ -3,7 +3,7 @@
 :func:`report_data` turns the front's plan records, the evaluated plans' (time, cost,
 feasible) arrays and the scaling curves into one JSON-serialisable dict; nothing else
 computes. :func:`render_html` and :func:`render_markdown` only lay that dict out, with the SVG
-charts of :mod:`planner.charts`. ``planner report RUN_DIR`` re-renders from the dict saved in
+charts of :mod:`planner.report.charts`. ``planner report RUN_DIR`` re-renders from the dict saved in
 run.json.
 """
 
@@ -13,8 +13,8 @@ from html import escape
 
 import numpy as np
 
-from planner import charts
-from planner.render import duration
+from planner.report import charts
+from planner.units import duration
 
 CLOUD_CELLS = (120, 80)  # occupancy grid of the faint "every evaluated plan" layer
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planner.errors import PlannerError
-from planner.optimize import OptimizeRequest
+from planner.request.optimize import OptimizeRequest
+from planner.space.axes import OPTIONS
 
 TOP_KEYS = ("name", "description", "trials", "seed", "storage", "results", "grid", "options")
 # optimizer options a sweep may set, with their accepted types
@@ -54,6 +55,8 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "rules": (str,),
     "conv_algorithm": (str,),
     "exhaustive": (str,),
+    # the options of declared search axes (planner.space.axes), e.g. accumulation: "1,2,4"
+    **{a.name: (str, int, list) for a in OPTIONS},
 }
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
@@ -112,14 +115,21 @@ def _budgets(value) -> tuple[str, ...]:
     return tuple(str(v) for v in items)
 
 
+def _axis_text(value) -> str:
+    """An axis option of a spec (1, "1,2,4" or [1, 2, 4]) as the CLI's text."""
+    return ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
+
+
 def _request(opts: dict, spec: SweepSpec) -> OptimizeRequest:
-    kwargs = {k: v for k, v in opts.items() if k not in ("budget", "prices")}
+    axes = {a.name for a in OPTIONS}
+    kwargs = {k: v for k, v in opts.items() if k not in ("budget", "prices") and k not in axes}
     if "budget" in opts:
         kwargs["budget"] = _budgets(opts["budget"])
     if "prices" in opts:
         kwargs["prices"] = tuple(str(v) for v in opts["prices"])
     return OptimizeRequest(
         **kwargs,
+        axes=tuple((a.name, _axis_text(opts[a.name])) for a in OPTIONS if a.name in opts),
         trials=spec.trials,
         seed=spec.seed,
         storage=spec.storage,
@@ -137,11 +147,10 @@ def study_name(sweep: str, values: dict, opts: dict, spec: SweepSpec) -> str:
     return f"{sweep}.{label}.{digest}"
 
 
-def load(path: str | Path, results: str | Path | None = None) -> SweepSpec:
-    """Read and validate a spec; every cell's request is checked (names, budgets, ...) too."""
+def _read(path: Path) -> dict:
+    """The spec file's YAML mapping (one-line errors for unreadable or malformed files)."""
     import yaml
 
-    path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text())
     except OSError as exc:
@@ -155,12 +164,16 @@ def load(path: str | Path, results: str | Path | None = None) -> SweepSpec:
     unknown = [k for k in raw if k not in TOP_KEYS]
     if unknown:
         raise _fail(path, f"unknown key '{unknown[0]}' (accepted: {', '.join(TOP_KEYS)})")
+    return raw
+
+
+def _check_top(path: Path, raw: dict) -> None:
+    """name, trials, seed and storage."""
     name = raw.get("name")
     if not isinstance(name, str) or not _NAME.match(name):
         raise _fail(path, "'name' must be a word of letters, digits, '-', '_' or '.'")
-    trials = raw.get("trials", 200)
-    seed = raw.get("seed", 0)
-    for key, v, lo in (("trials", trials, 1), ("seed", seed, 0)):
+    for key, lo in (("trials", 1), ("seed", 0)):
+        v = raw.get(key, 200 if key == "trials" else 0)
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise _fail(path, f"'{key}' must be an integer >= {lo}, got {v!r}")
     storage = raw.get("storage")
@@ -170,44 +183,70 @@ def load(path: str | Path, results: str | Path | None = None) -> SweepSpec:
         raise _fail(
             path, f"'storage' must be journal:FILE, sqlite:///FILE or postgresql://..., got {storage!r}"
         )
-    grid = raw.get("grid")
+
+
+def _check_option(path: Path, where: str, key: str, value) -> None:
+    """One grid or options entry: a known option with values of its accepted types."""
+    if key not in OPTION_TYPES:
+        raise _fail(path, f"unknown option '{key}' in {where} (accepted: {', '.join(OPTION_TYPES)})")
+    if where == "grid" and (not isinstance(value, list) or not value):
+        raise _fail(path, f"grid.{key} must be a non-empty list of values")
+    types = OPTION_TYPES[key]
+    for v in value if where == "grid" else [value]:
+        if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
+            accepted = " or ".join(t.__name__ for t in types)
+            raise _fail(path, f"{where}.{key} value {v!r} is not {accepted}")
+
+
+def _check_tables(path: Path, grid, options) -> None:
+    """grid and options: mappings of known options, disjoint, with a net somewhere."""
     if not isinstance(grid, dict) or not grid:
         raise _fail(path, "'grid' must map option names to lists of values, e.g. net: [alexnet, vgg16]")
-    options = raw.get("options") or {}
     if not isinstance(options, dict):
         raise _fail(path, "'options' must map option names to values")
     for where, table in (("grid", grid), ("options", options)):
         for key, value in table.items():
-            if key not in OPTION_TYPES:
-                raise _fail(path, f"unknown option '{key}' in {where} (accepted: {', '.join(OPTION_TYPES)})")
-            if where == "grid":
-                if not isinstance(value, list) or not value:
-                    raise _fail(path, f"grid.{key} must be a non-empty list of values")
-                values = value
-            else:
-                values = [value]
-            for v in values:
-                if not isinstance(v, OPTION_TYPES[key]) or (
-                    isinstance(v, bool) and bool not in OPTION_TYPES[key]
-                ):
-                    accepted = " or ".join(t.__name__ for t in OPTION_TYPES[key])
-                    raise _fail(path, f"{where}.{key} value {v!r} is not {accepted}")
+            _check_option(path, where, key, value)
     both = set(grid) & set(options)
     if both:
         raise _fail(path, f"'{sorted(both)[0]}' is in both grid and options; keep it in one")
     if "net" not in grid and "net" not in options:
         raise _fail(path, "no 'net': put net in grid (a list) or in options")
-    results_dir = Path(results) if results is not None else Path(raw.get("results") or "results/sweeps")
-    spec = SweepSpec(name, path, trials, seed, storage, results_dir, grid, options, raw)
+
+
+def _check_cells(spec: SweepSpec) -> None:
+    """Distinct cells, each a valid request (bad names, budgets, options) before anything runs."""
+    from planner.pipeline import build
+
     cells = spec.cells()
     names = [c.study for c in cells]
     if len(set(names)) != len(names):
-        raise _fail(path, "two grid cells are identical (repeated values in a grid list)")
-    from planner.optimize import build
-
-    for cell in cells:  # catch bad names, budgets, options before anything runs
+        raise _fail(spec.path, "two grid cells are identical (repeated values in a grid list)")
+    for cell in cells:
         try:
             build(cell.request)
         except PlannerError as exc:
-            raise _fail(path, f"cell {cell.values}: {exc}") from None
+            raise _fail(spec.path, f"cell {cell.values}: {exc}") from None
+
+
+def load(path: str | Path, results: str | Path | None = None) -> SweepSpec:
+    """Read and validate a spec; every cell's request is checked (names, budgets, ...) too."""
+    path = Path(path)
+    raw = _read(path)
+    _check_top(path, raw)
+    grid, options = raw.get("grid"), raw.get("options") or {}
+    _check_tables(path, grid, options)
+    results_dir = Path(results) if results is not None else Path(raw.get("results") or "results/sweeps")
+    spec = SweepSpec(
+        raw["name"],
+        path,
+        raw.get("trials", 200),
+        raw.get("seed", 0),
+        raw.get("storage"),
+        results_dir,
+        grid,
+        options,
+        raw,
+    )
+    _check_cells(spec)
     return spec

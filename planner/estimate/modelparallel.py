@@ -2,7 +2,7 @@
 
 The spec fixes the placement: its layers run on ``max(device) + 1`` GPUs as one model replica
 (paleo-model.md §B.3), scored by :func:`costs.modelparallel.evaluate_explicit`. The result is
-one record with the keys of :func:`planner.estimate.estimate`'s records: ``workers`` is the
+one record with the keys of :func:`planner.estimate.records.record`: ``workers`` is the
 number of GPUs, ``scheme`` is "none" (one replica, no gradient AllReduce), the batch is the
 whole batch of that replica, and ``speedup`` is the single-GPU time of the same net at the same
 batch (:func:`costs.model.evaluate`, one worker) over the split time.
@@ -15,13 +15,14 @@ import math
 from costs.model import evaluate, plans
 from costs.modelparallel import evaluate_explicit, n_devices
 from planner.errors import BadInput, UnsupportedError
-from planner.estimate import hardware, record
+from planner.estimate.records import hardware, record
+from planner.request.estimate import EstimateRequest
 
 
 def estimate_model_parallel(req, costs, info, net_info) -> list[dict]:
     """One record for the spec's own model-parallel placement (times in ms)."""
-    from planner.estimate import EstimateRequest
-
+    if req.accumulation != 1:  # costs.modelparallel scores one microbatch per step
+        raise BadInput("--accumulation is not modelled for a spec's own ModelParallel placement")
     splits = n_devices(costs)
     default_workers = EstimateRequest.__dataclass_fields__["workers"].default
     if tuple(req.workers) != tuple(default_workers) and splits not in req.workers:

@@ -1,0 +1,181 @@
+"""`planner estimate`, `planner summary` and `planner list`: parse options, call, print."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from planner.cli.app import app
+from planner.cli.options import ConvAlg, Fmt, Parallel, Precision, RulesOpt, Scaling, SchemeOpt, What
+
+ESTIMATE_COLUMNS = [
+    ("workers", "workers"),
+    ("scheme", "scheme"),
+    ("batch_per_worker", "batch/wkr"),
+    ("forward_ms", "fwd ms"),
+    ("backward_ms", "bwd ms"),
+    ("update_ms", "update ms"),
+    ("compute_ms", "compute ms"),
+    ("comm_ms", "comm ms"),
+    ("total_ms", "total ms"),
+    ("speedup", "speedup"),
+    ("throughput_samples_s", "samples/s"),
+]
+
+
+@app.command()
+def estimate(
+    net: Annotated[
+        str | None, typer.Argument(help="Zoo name (see `planner list nets`) or path to a PALEO JSON spec.")
+    ] = None,
+    device: Annotated[str, typer.Option(help="Device key (see `planner list devices`).")] = "TITAN_X",
+    network: Annotated[
+        str, typer.Option(help="Link between workers (see `planner list networks`).")
+    ] = "ethernet",
+    batch: Annotated[
+        int | None,
+        typer.Option(help="Batch: total for strong scaling, per worker for weak. Default: the spec's."),
+    ] = None,
+    workers: Annotated[
+        str, typer.Option(help="Worker counts, e.g. 1,2,4,8 or 1-128.")
+    ] = "1,2,4,8,16,32,64,128",
+    scaling: Annotated[
+        Scaling, typer.Option(help="strong: fixed total batch; weak: fixed batch per worker.")
+    ] = Scaling.weak,
+    scheme: Annotated[
+        SchemeOpt, typer.Option(help="AllReduce scheme; 'all' is PALEO's three plus ring.")
+    ] = SchemeOpt.all,
+    ppp_comp: Annotated[
+        float, typer.Option(help="PALEO's platform percent of peak for compute, in (0, 1].")
+    ] = 1.0,
+    ppp_comm: Annotated[
+        float, typer.Option(help="PALEO's platform percent of peak for communication, in (0, 1].")
+    ] = 1.0,
+    pipeline: Annotated[
+        bool, typer.Option("--pipeline", help="Overlap each layer's memory traffic with its compute.")
+    ] = False,
+    parallel: Annotated[
+        Parallel, typer.Option(help="data, model (ModelParallel blocks, or every layer split), or hybrid.")
+    ] = Parallel.data,
+    split: Annotated[
+        str | None, typer.Option(help="Hybrid: first model-parallel layer (default: the first FC layer).")
+    ] = None,
+    gpus_per_node: Annotated[
+        int, typer.Option(help="GPUs per node: the device's intra-node link inside, --network between.")
+    ] = 1,
+    rules: Annotated[RulesOpt, typer.Option(help="PALEO rule set to reproduce.")] = RulesOpt.paleo_2018,
+    conv_algorithm: Annotated[
+        ConvAlg, typer.Option(help="Convolution cost model; best = the cheaper per layer.")
+    ] = ConvAlg.gemm,
+    precision: Annotated[
+        Precision, typer.Option(help="Arithmetic precision (peak and element size).")
+    ] = Precision.fp32,
+    format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
+    accumulation: Annotated[
+        int, typer.Option(help="Gradient accumulation: microbatches per optimizer step (sync once per step).")
+    ] = 1,
+    plan: Annotated[
+        str | None, typer.Option(help="Re-evaluate a saved plan (plan_<k>.json of `planner pareto`).")
+    ] = None,
+) -> None:
+    """PALEO's estimate per worker count and AllReduce scheme: a scaling table."""
+    from costs import comm
+    from planner.estimate.estimate import estimate as run
+    from planner.report import render
+    from planner.request.estimate import EstimateRequest
+    from planner.request.parse import parse_int_list
+
+    schemes = tuple(comm.SCHEME_NAMES) if scheme is SchemeOpt.all else (scheme.value,)
+    if plan is not None:
+        from planner.request.estimate import request_from_plan
+
+        req = request_from_plan(plan, net)
+    elif net is None:
+        from planner.errors import BadInput
+
+        raise BadInput("estimate needs NET (a zoo name or a spec file) or --plan FILE")
+    else:
+        req = EstimateRequest(
+            net=net,
+            device=device,
+            network=network,
+            batch=batch,
+            workers=parse_int_list(workers, "--workers"),
+            scaling=scaling.value,
+            schemes=schemes,
+            ppp_comp=ppp_comp,
+            ppp_comm=ppp_comm,
+            pipeline=pipeline,
+            parallel=parallel.value,
+            rules=rules.value,
+            conv_algorithm=conv_algorithm.value,
+            precision=precision.value,
+            gpus_per_node=gpus_per_node,
+            split=split,
+            accumulation=accumulation,
+        )
+    records = run(req)
+    if format is Fmt.json:
+        typer.echo(render.to_json(records))
+    elif format is Fmt.csv:
+        typer.echo(render.to_csv(records), nl=False)
+    else:
+        r0 = records[0]
+        typer.echo(
+            f"{r0['net']} on {r0['device']} over {r0['network']}, {r0['scaling']} scaling, "
+            f"{r0['parallel']} parallel, {r0['precision']}, rules {r0['rules']}"
+            + (f", {r0['accumulation']} microbatches per step" if r0["accumulation"] != 1 else "")
+        )
+        typer.echo(render.table(records, ESTIMATE_COLUMNS))
+
+
+@app.command()
+def summary(
+    net: Annotated[str, typer.Argument(help="Zoo name or path to a PALEO JSON spec.")],
+    batch: Annotated[int | None, typer.Option(help="Batch size (default: the spec's).")] = None,
+    rules: Annotated[RulesOpt, typer.Option(help="PALEO rule set.")] = RulesOpt.paleo_2018,
+    format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
+) -> None:
+    """Per-layer table: type, output shape, parameters, FLOPs and activation bytes, with totals."""
+    from planner.report import render
+    from planner.report.summary import TOTAL_KEYS, summarize
+
+    rows, totals = summarize(net, batch, rules.value)
+    if format is Fmt.json:
+        typer.echo(render.to_json({"layers": rows, "totals": totals}))
+    elif format is Fmt.csv:
+        typer.echo(render.to_csv(rows + [totals]), nl=False)
+    else:
+        cols = [
+            ("layer", "layer"),
+            ("type", "type"),
+            ("output_shape", "output"),
+            ("params", "params"),
+            ("forward_flops", "fwd FLOPs"),
+            ("backward_flops", "bwd FLOPs"),
+            ("activation_bytes", "act bytes"),
+        ]
+        typer.echo(f"{totals['net']} at batch {totals['batch']} (rules {rules.value})")
+        typer.echo(render.table(rows + [{**totals, "layer": "total", "type": ""}], cols, 0))
+        del TOTAL_KEYS
+
+
+@app.command(name="list")
+def list_(
+    what: Annotated[What, typer.Argument(help="nets, devices or networks.")],
+    format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
+) -> None:
+    """What the catalogs hold, with units and sources."""
+    from planner.report import render
+    from planner.report.listing import listing
+
+    records, cols = listing(what.value)
+    if format is not Fmt.table:
+        records = [{k: v for k, v in r.items() if k != "source_short"} for r in records]
+    if format is Fmt.json:
+        typer.echo(render.to_json(records))
+    elif format is Fmt.csv:
+        typer.echo(render.to_csv(records), nl=False)
+    else:
+        typer.echo(render.table(records, cols, 2))

@@ -1,0 +1,269 @@
+"""`planner optimize`, `planner pareto` and `planner report`: parse options, run the pipeline
+(:mod:`planner.pipeline`), print and save what it returns."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from planner.cli.app import app
+from planner.cli.options import ConvAlg, Fmt, RulesOpt
+
+
+@app.command()
+def optimize(
+    net: Annotated[
+        str, typer.Argument(help="Zoo name (see `planner list nets`) or path to a PALEO JSON spec.")
+    ],
+    budget: Annotated[
+        list[str] | None,
+        typer.Option(help="GPU count (16gpus, '16 GPUs', 16) or money ($500, 500usd); may be given twice."),
+    ] = None,
+    deadline: Annotated[str | None, typer.Option(help="Latest time to train, e.g. 24h, 90m, 2d.")] = None,
+    objective: Annotated[
+        str, typer.Option(help="time (default), cost, throughput, or time,cost for the Pareto set.")
+    ] = "time",
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            help="GPU types to consider, e.g. A100,H100 (prefixes). Default: current GPUs with a price."
+        ),
+    ] = None,
+    price: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Your price per GPU-hour, DEVICE=USD (e.g. H100_SXM=2.49); repeatable; overrides the catalog."
+        ),
+    ] = None,
+    network: Annotated[
+        str, typer.Option(help="Link between nodes (see `planner list networks`).")
+    ] = "eth100",
+    epochs: Annotated[
+        float | None, typer.Option(help="Epochs to train (default: the net's, e.g. 90 for ImageNet).")
+    ] = None,
+    dataset_size: Annotated[
+        int | None, typer.Option(help="Samples per epoch (default: the net's dataset).")
+    ] = None,
+    global_batch: Annotated[
+        int | None,
+        typer.Option(help="Fix the global batch (strong scaling) instead of searching the batch per GPU."),
+    ] = None,
+    max_global_batch: Annotated[
+        int, typer.Option(help="Largest global batch (Goyal et al. 2017: 8192 for ImageNet).")
+    ] = 8192,
+    min_global_batch: Annotated[int, typer.Option(help="Smallest global batch.")] = 1,
+    optimizer: Annotated[
+        str, typer.Option(help="Optimizer state kept per parameter: sgd, momentum or adam.")
+    ] = "momentum",
+    precision: Annotated[str, typer.Option(help="fp32, tf32, fp16, bf16, or any to search it.")] = "fp32",
+    pipeline: Annotated[
+        bool,
+        typer.Option(
+            "--pipeline/--no-pipeline", help="Overlap each layer's memory traffic with its compute."
+        ),
+    ] = False,
+    hybrid: Annotated[
+        bool, typer.Option("--hybrid/--no-hybrid", help="Also search hybrid data/model splits.")
+    ] = True,
+    ppp_comp: Annotated[
+        float, typer.Option(help="Platform percent of peak for compute (PALEO's TensorFlow value).")
+    ] = 0.62,
+    ppp_comm: Annotated[float, typer.Option(help="Platform percent of peak for communication.")] = 0.72,
+    rules: Annotated[RulesOpt, typer.Option(help="PALEO rule set.")] = RulesOpt.paleo_2018,
+    conv_algorithm: Annotated[ConvAlg, typer.Option(help="Convolution cost model.")] = ConvAlg.gemm,
+    trials: Annotated[int, typer.Option(help="Optuna trials (total, counting a resumed study's).")] = 200,
+    timeout: Annotated[
+        float | None, typer.Option(help="Stop asking for trials after this many seconds.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Sampler seed, recorded in the output.")] = 0,
+    storage: Annotated[
+        str | None,
+        typer.Option(help="Optuna storage to persist/resume: sqlite:///x.db, journal:FILE, postgresql://..."),
+    ] = None,
+    study_name: Annotated[
+        str | None, typer.Option(help="Study name in --storage (default: derived from the request).")
+    ] = None,
+    exhaustive: Annotated[
+        str, typer.Option(help="auto: enumerate the space when small and report the gap; always; never.")
+    ] = "auto",
+    out: Annotated[
+        str | None, typer.Option(help="Run folder (default results/<timestamp>_<net>_<budget>/).")
+    ] = None,
+    format: Annotated[
+        Fmt, typer.Option("--format", help="table or json (csv: the best plan and alternatives).")
+    ] = Fmt.table,
+    **axes,
+) -> None:
+    """The fastest (or cheapest) training plan under constraints, why it wins, what binds."""
+    from planner.pipeline import optimize as run
+    from planner.report import render, text
+    from planner.report.files import dumps, run_dir, versions, write_atomic
+    from planner.result.records import PLAN_COLUMNS
+
+    req = _optimize_request({**locals(), **axes})
+    budgets = req.budget
+    result = run(req)
+    data = result.to_dict()
+    data["versions"] = versions()
+    saved = None
+    if storage is None:
+        what = "_".join(budgets) or "nobudget"
+        saved = write_atomic(Path(out) if out else run_dir("results", net, what), {"run.json": dumps(data)})
+        data["run_dir"] = str(saved)
+    if format is Fmt.json:
+        typer.echo(render.to_json(data))
+        return
+    rows = [result.best] + result.alternatives
+    if format is Fmt.csv:
+        typer.echo(render.to_csv(rows, PLAN_COLUMNS), nl=False)
+        return
+    typer.echo(text.optimize_text(result, saved))
+
+
+def _optimize_request(opts: dict):
+    """The OptimizeRequest of the options shared by `optimize` and `pareto`."""
+    from planner.request.optimize import OptimizeRequest
+    from planner.space.axes import OPTIONS
+
+    budgets = tuple(opts["budget"] or ())
+    objective = opts.get("objective") or opts.get("objectives")
+    name = opts["study_name"]
+    if opts["storage"] and not name:
+        name = f"{opts['net']}_{'_'.join(budgets) or 'nobudget'}_{objective}".replace("$", "usd").replace(
+            " ", ""
+        )
+    return OptimizeRequest(
+        net=opts["net"],
+        budget=budgets,
+        deadline=opts["deadline"],
+        objective=objective,
+        gpu=opts["gpu"],
+        prices=tuple(opts.get("price") or ()),
+        network=opts["network"],
+        epochs=opts["epochs"],
+        dataset_size=opts["dataset_size"],
+        global_batch=opts["global_batch"],
+        max_global_batch=opts["max_global_batch"],
+        min_global_batch=opts["min_global_batch"],
+        optimizer=opts["optimizer"],
+        precision=opts["precision"],
+        pipeline=opts["pipeline"],
+        hybrid=opts["hybrid"],
+        ppp_comp=opts["ppp_comp"],
+        ppp_comm=opts["ppp_comm"],
+        rules=opts["rules"].value,
+        conv_algorithm=opts["conv_algorithm"].value,
+        trials=opts["trials"],
+        timeout=opts["timeout"],
+        seed=opts["seed"],
+        storage=opts["storage"],
+        study_name=name,
+        exhaustive=opts["exhaustive"],
+        axes=tuple((a.name, str(opts[a.name])) for a in OPTIONS if opts.get(a.name) is not None),
+    )
+
+
+def pareto(**opts) -> None:
+    """Time-vs-cost Pareto report: runs a two-objective search and writes a report folder."""
+    from planner.pipeline import pareto as run
+    from planner.report import render
+    from planner.report.files import run_dir, write_atomic
+
+    req = _optimize_request(opts)
+    data, files = run(req)
+    out = opts["out"]
+    saved = write_atomic(Path(out) if out else run_dir("results", req.net, "pareto"), files)
+    if opts["format"] is Fmt.json:
+        typer.echo(render.to_json({"run_dir": str(saved), "front": data["front"], "search": data["search"]}))
+        return
+    cols = [
+        ("label", "plan"),
+        ("gpu", "gpu"),
+        ("gpus", "gpus"),
+        ("batch_per_worker", "batch/GPU"),
+        ("scheme", "scheme"),
+        ("time_text", "time to train"),
+        ("cost_usd", "cost $"),
+        ("kind", "bound by"),
+    ]
+    typer.echo(
+        f"Pareto front of {req.net}: {len(data['front'])} plans "
+        f"({data['evaluated']:,} evaluated, {data['feasible']:,} feasible)"
+    )
+    typer.echo(render.table(data["front"], cols, 2))
+    typer.echo(f"Report: {saved}/report.html (also report.md, pareto.csv, trials.csv, plan_<k>.json)")
+
+
+def _axis_parameters() -> list[inspect.Parameter]:
+    """A ``--<axis>`` option for every declared axis with an option (:mod:`planner.space.axes`)."""
+    from planner.space.axes import OPTIONS
+
+    return [
+        inspect.Parameter(
+            a.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[str | None, typer.Option(help=a.option)],
+        )
+        for a in OPTIONS
+    ]
+
+
+def _optimize_signature(axes: bool) -> inspect.Signature:
+    """`optimize`'s options, plus (``axes``) those of the declared axes."""
+    sig = _OPTIMIZE_OPTIONS
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    return sig.replace(parameters=params + (_axis_parameters() if axes else []))
+
+
+def add_axis_options() -> None:
+    """Give `optimize` and `pareto` the declared axes' options. Called by :func:`planner.cli.main`
+    for those two commands only: the declarations import numpy, which `planner --help` and the
+    other commands need not wait for."""
+    optimize.__signature__ = _optimize_signature(True)
+    pareto.__signature__ = _pareto_signature()
+
+
+def _pareto_signature():
+    """`pareto` takes every option of `optimize`, with --objectives for --objective, plus --out."""
+    params = []
+    for p in inspect.signature(optimize, eval_str=True).parameters.values():
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            continue
+        if p.name == "objective":
+            p = p.replace(
+                name="objectives",
+                default="time,cost",
+                annotation=Annotated[str, typer.Option(help="time,cost (default) or time,cost,memory.")],
+            )
+        if p.name == "out":
+            p = p.replace(
+                annotation=Annotated[
+                    str | None,
+                    typer.Option(help="Report folder (default results/<timestamp>_<net>_pareto/)."),
+                ]
+            )
+        if p.name == "format":
+            p = p.replace(
+                annotation=Annotated[Fmt, typer.Option("--format", help="table or json (terminal output).")]
+            )
+        params.append(p)
+    return inspect.Signature(params)
+
+
+_OPTIMIZE_OPTIONS = inspect.signature(optimize, eval_str=True)  # as declared above, before any axis
+optimize.__signature__ = _optimize_signature(False)
+pareto.__signature__ = _pareto_signature()
+app.command(name="pareto")(pareto)
+
+
+@app.command()
+def report(run_dir: Annotated[str, typer.Argument(help="A folder written by `planner pareto`.")]) -> None:
+    """Re-render a Pareto report (HTML, Markdown, charts) from a saved run, without searching."""
+    from planner.report.pareto_files import rerender
+
+    files = rerender(run_dir)
+    typer.echo(f"Rendered {', '.join(files)} in {run_dir}")

@@ -1,0 +1,1 @@
+"""`planner estimate`: the short path of the pipeline (request, evaluator, records), no search."""

@@ -1,0 +1,88 @@
+"""`planner estimate`: PALEO's estimate for a set of configurations (a scaling table).
+
+Builds one plan per (workers, scheme), scores them in one call of the vectorised evaluator,
+and returns records with times in milliseconds. A spec with ModelParallel blocks under
+``--parallel model`` goes to :mod:`planner.estimate.modelparallel`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from costs import comm
+from costs.model import evaluate, plans
+from planner import catalog
+from planner.errors import BadInput, UnsupportedError
+from planner.estimate.modelparallel import estimate_model_parallel
+from planner.estimate.records import hardware, record
+from planner.request.estimate import EstimateRequest, validate
+
+
+def _split_index(costs, req: EstimateRequest) -> int:
+    if req.parallel == "data":
+        return costs.n_layers
+    if req.parallel == "model":
+        return 0
+    if req.split is None:
+        return costs.default_split()
+    names = [s.name for s in costs.net.layers]
+    if req.split not in names:
+        raise BadInput(f"unknown split layer '{req.split}' (valid: {', '.join(costs.split_names())})")
+    return names.index(req.split)
+
+
+def estimate(req: EstimateRequest) -> list[dict]:
+    """One record per (workers, scheme), in that order; times in ms (see module docstring)."""
+    validate(req)
+    info = catalog.device(req.device)
+    net_info = catalog.network(req.network)
+    if req.precision not in info.device.peak_flops:
+        raise UnsupportedError(
+            f"device {info.key} has no {req.precision} peak in the catalog "
+            f"(has: {', '.join(info.device.peak_flops)})"
+        )
+    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm)
+    if costs.net.has_model_parallel and req.parallel == "model":
+        return estimate_model_parallel(req, costs, info, net_info)
+    batch = req.batch or costs.net.default_batch
+    split = _split_index(costs, req)
+    workers = np.array(req.workers, dtype=np.int64)
+    schemes = np.array([comm.SCHEME_NAMES.index(s) for s in req.schemes])
+    k, sch = (a.ravel() for a in np.meshgrid(workers, schemes, indexing="ij"))
+    # Strong scaling divides a fixed batch, rounding up as PALEO does (paleo-model.md §B.1).
+    # With gradient accumulation a strong-scaling batch is split into GPUs x microbatches.
+    strong = req.scaling == "strong"
+    acc = req.accumulation
+    per_worker = np.ceil(batch / (k * acc)).astype(np.int64) if strong else np.full_like(k, batch)
+    devices, links, common = hardware(req, info, net_info)
+    # T(1) per scheme: the baseline of the speedup, one worker with the whole batch.
+    kk = np.concatenate([k, np.ones_like(schemes)])
+    nn = np.concatenate([per_worker, np.full_like(schemes, -(-batch // acc) if strong else batch)])
+    ss = np.concatenate([sch, schemes])
+    sp = np.concatenate([np.full_like(k, split), np.full_like(schemes, costs.n_layers)])
+    p = plans(costs.n_layers, workers=kk, batch=nn, scheme=ss, split=sp, **common)
+    r = evaluate(costs, p, devices, links)
+    m = len(k)
+    one = r.total[m:]  # T(1) per scheme, in scheme order
+    t1 = np.tile(one, len(workers))
+    total = r.total[:m]
+    speedup = t1 / total if req.scaling == "strong" else k * t1 / total
+    records = [
+        record(
+            req,
+            info.key,
+            net_info.key,
+            r,
+            i,
+            workers=int(k[i]),
+            batch_per_worker=int(per_worker[i]),
+            scheme=comm.SCHEME_NAMES[sch[i]],
+            speedup=float(speedup[i]),
+        )
+        for i in range(m)
+    ]
+    if any(math.isnan(rec["total_ms"]) for rec in records):
+        raise UnsupportedError("the estimate is undefined for this configuration")
+    return records

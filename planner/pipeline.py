@@ -1,0 +1,44 @@
+"""The pipeline: one request flows one way through the stages, each handing a typed value on.
+
+    OptimizeRequest --validate--> Problem --build--> Space --Scorer.of--> Scorer
+      --search_and_certify--> Outcome --result--> Result          (`planner optimize`)
+                                      --pareto_report--> files    (`planner pareto`)
+
+The CLI (:mod:`planner.cli`) and the sweep workers (:mod:`planner.sweep`) call these functions
+and print or store what they return; `planner estimate` has its own short path
+(:mod:`planner.estimate`): request, evaluator, records.
+"""
+
+from __future__ import annotations
+
+from planner.metrics.scorer import Scorer
+from planner.report.pareto_files import check_objectives, pareto_report
+from planner.request.optimize import OptimizeRequest, validate
+from planner.result.optimize import Result, result
+from planner.search.certify import search_and_certify
+from planner.space.space import build as build_space
+
+
+def build(req: OptimizeRequest) -> tuple[Scorer, tuple[str, ...]]:
+    """Request -> Space -> Evaluator/Metrics: the scorer of ``req`` and its objectives.
+    Every bad option raises :class:`~planner.errors.BadInput` here, before any search."""
+    problem = validate(req)
+    space = build_space(problem)
+    return Scorer.of(problem, space), problem.objectives
+
+
+def optimize(req: OptimizeRequest) -> Result:
+    """`planner optimize`: search, certify and explain."""
+    scorer, objectives = build(req)
+    outcome = search_and_certify(scorer, objectives, req)
+    return result(outcome, req)
+
+
+def pareto(req: OptimizeRequest) -> tuple[dict, dict[str, str]]:
+    """`planner pareto`: a two- or three-objective search written up as report files.
+    Raises :class:`~planner.errors.InfeasibleError` before anything is written when no plan is
+    feasible."""
+    check_objectives(req.objective)
+    scorer, objectives = build(req)
+    outcome = search_and_certify(scorer, objectives, req)
+    return pareto_report(outcome, req)

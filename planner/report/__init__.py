@@ -1,0 +1,1 @@
+"""Stage 7, Report: renderers only (text, JSON, CSV, Markdown, HTML, SVG) and run folders."""

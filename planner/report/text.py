@@ -1,0 +1,80 @@
+"""The terminal report of `planner optimize`: the Result's plain data laid out as text."""
+
+from __future__ import annotations
+
+from planner.report.render import table
+from planner.space.axes import HEADERS, OPTIONS
+from planner.units import duration
+
+
+def _set_axes(result) -> list[str]:
+    """Record keys of the declared axes whose option the request set (e.g. accumulation)."""
+    return [f.key for a in OPTIONS if a.name in result.request for f in a.fields]
+
+
+def _best_lines(result) -> list[str]:
+    b = result.best
+    inside = f"{b['nodes']} node{'s' if b['nodes'] > 1 else ''} x {b['gpus_per_node']}"
+    split = "data parallel" if b["parallel"] == "data" else f"hybrid (model parallel from {b['split']})"
+    cost = "n/a (no price)" if b["cost_usd"] is None else f"${b['cost_usd']:,.2f}"
+    return [
+        f"Best plan for {result.net} (minimising {', '.join(result.objectives)}):",
+        f"  {b['gpus']} x {b['gpu']}  ({inside}; {b['intra_node_link']} inside a node, "
+        f"{b['network']} between nodes)",
+        f"  {split}, {b['batch_per_worker']} samples per GPU (global batch {b['global_batch']:,}), "
+        f"{b['scheme']} AllReduce, {b['precision']}" + "".join(f", {k} {b[k]}" for k in _set_axes(result)),
+        f"  time to train {duration(b['time_to_train_s'])}   cost {cost}   "
+        f"iteration {b['iteration_ms']:,.2f} ms   {b['throughput_samples_s']:,.0f} samples/s   "
+        f"memory {b['memory_gb']:.1f} of {b['device_memory_gb']:.0f} GB",
+        f"  per iteration: forward {b['forward_ms']:,.2f} ms, backward {b['backward_ms']:,.2f} ms, "
+        f"update {b['update_ms']:,.2f} ms, communication {b['comm_ms']:,.2f} ms",
+        "",
+        "Why it wins:",
+        *[f"  - {w}" for w in b["why"]],
+    ]
+
+
+def _alternatives_lines(result) -> list[str]:
+    """The next best plans (one objective) or the Pareto front, as a table: the declared axes'
+    compact columns, then time, cost and iteration time."""
+    if not result.alternatives:
+        return []
+    plans = [result.best] + result.alternatives if result.pareto else result.alternatives
+    alts = [
+        dict(
+            a,
+            time_to_train=duration(a["time_to_train_s"]),
+            cost="-" if a["cost_usd"] is None else f"${a['cost_usd']:,.2f}",
+        )
+        for a in plans
+    ]
+    cols = [*HEADERS, ("time_to_train", "time to train"), ("cost", "cost"), ("iteration_ms", "iter ms")]
+    head = ["", "Pareto front:" if result.pareto else "Next best:"]
+    return head + ["  " + x for x in table(alts, cols, 2).splitlines()]
+
+
+def _search_line(s: dict) -> str:
+    certified = ""
+    if s.get("gap") is not None:
+        certified = (
+            f"; exhaustive optimum over {s['exhaustive_plans']:,} plans: the search was "
+            f"{s['gap']:.2%} from it"
+        )
+    elif "exhaustive_front_size" in s:
+        certified = (
+            f"; the exact front (exhaustive) has {s['exhaustive_front_size']} plans, "
+            f"the search found {s['front_found_by_search']} of them"
+        )
+    return (
+        f"Search: {s['sampler']} seed {s['seed']}, {s['trials']} trials, "
+        f"{s['evaluated_plans']:,} plans scored in {s['seconds']:.2f} s{certified}."
+    )
+
+
+def optimize_text(result, saved) -> str:
+    """The terminal report of `planner optimize`."""
+    lines = _best_lines(result) + _alternatives_lines(result)
+    lines += ["", _search_line(result.search), f"Reproduce: {result.best['estimate_command']}"]
+    if saved:
+        lines.append(f"Saved: {saved}/run.json")
+    return "\n".join(lines)

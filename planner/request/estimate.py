@@ -1,0 +1,117 @@
+"""The Request stage of `planner estimate`: what was asked, validated; or a saved plan file.
+
+:func:`validate` checks every option and raises a one-line :class:`BadInput`;
+:func:`request_from_plan` rebuilds the request that re-evaluates a plan_<k>.json exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costs import comm
+from costs.hardware import PRECISIONS
+from planner.errors import BadInput
+
+PARALLEL = ("data", "model", "hybrid")
+SCALING = ("strong", "weak")
+
+
+@dataclass(frozen=True)
+class EstimateRequest:
+    """What `planner estimate` was asked. ``batch`` None means the spec's default batch."""
+
+    net: str
+    device: str = "TITAN_X"
+    network: str = "ethernet"
+    batch: int | None = None
+    workers: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
+    scaling: str = "weak"
+    schemes: tuple[str, ...] = comm.PALEO_SCHEMES
+    ppp_comp: float = 1.0
+    ppp_comm: float = 1.0
+    pipeline: bool = False
+    parallel: str = "data"
+    rules: str = "paleo-2018"
+    conv_algorithm: str = "gemm"
+    precision: str = "fp32"
+    gpus_per_node: int = 1
+    split: str | None = None  # hybrid: first model-parallel layer; None derives it
+    accumulation: int = 1  # microbatches per optimizer step (gradient accumulation)
+
+
+def validate(req: EstimateRequest) -> None:
+    if req.batch is not None and req.batch < 1:
+        raise BadInput(f"--batch must be a positive integer, got {req.batch}")
+    if not req.workers or min(req.workers) < 1:
+        raise BadInput(f"--workers must be positive integers, got {','.join(map(str, req.workers))}")
+    for name, value in (("--ppp-comp", req.ppp_comp), ("--ppp-comm", req.ppp_comm)):
+        if not 0 < value <= 1:
+            raise BadInput(f"{name} must be in (0, 1], got {value}")
+    if req.accumulation < 1:
+        raise BadInput(f"--accumulation must be a positive integer, got {req.accumulation}")
+    if req.gpus_per_node < 1:
+        raise BadInput(f"--gpus-per-node must be positive, got {req.gpus_per_node}")
+    if req.precision not in PRECISIONS:
+        raise BadInput(f"unknown precision '{req.precision}' (valid: {', '.join(PRECISIONS)})")
+    if req.parallel not in PARALLEL:
+        raise BadInput(f"unknown parallelism '{req.parallel}' (valid: {', '.join(PARALLEL)})")
+    if req.scaling not in SCALING:
+        raise BadInput(f"unknown scaling '{req.scaling}' (valid: {', '.join(SCALING)})")
+    for s in req.schemes:
+        if s not in comm.SCHEMES:
+            raise BadInput(f"unknown scheme '{s}' (valid: {', '.join(comm.SCHEMES)}, all)")
+
+
+_PLAN_KEYS = (
+    "net",
+    "device",
+    "network",
+    "workers",
+    "gpus_per_node",
+    "batch_per_worker",
+    "parallel",
+    "split",
+    "scheme",
+    "precision",
+    "pipeline",
+    "ppp_comp",
+    "ppp_comm",
+    "rules",
+    "conv_algorithm",
+)
+
+
+def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
+    """The request that re-evaluates a saved plan file exactly (one worker count, one scheme)."""
+    import json
+
+    try:
+        data = json.loads(open(path).read())
+    except OSError as exc:
+        raise BadInput(f"--plan {path}: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"--plan {path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+    missing = [k for k in _PLAN_KEYS if not isinstance(data, dict) or k not in data]
+    if missing:
+        raise BadInput(
+            f"--plan {path} lacks {', '.join(missing)} (a plan_<k>.json of `planner pareto` has them)"
+        )
+    return EstimateRequest(
+        net=net or data["net"],
+        device=data["device"],
+        network=data["network"],
+        batch=int(data["batch_per_worker"]),
+        workers=(int(data["workers"]),),
+        scaling="weak",
+        schemes=(data["scheme"],),
+        ppp_comp=float(data["ppp_comp"]),
+        ppp_comm=float(data["ppp_comm"]),
+        pipeline=bool(data["pipeline"]),
+        parallel=data["parallel"],
+        rules=data["rules"],
+        conv_algorithm=data["conv_algorithm"],
+        precision=data["precision"],
+        gpus_per_node=int(data["gpus_per_node"]),
+        split=data["split"],
+        accumulation=int(data.get("accumulation", 1)),  # absent from plans of one microbatch
+    )

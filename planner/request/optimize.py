@@ -1,0 +1,197 @@
+"""The Request stage of `planner optimize` and `planner pareto`: what was asked, validated.
+
+:class:`OptimizeRequest` holds the options as the user typed them (from the CLI or a sweep
+spec); :func:`validate` checks every one, looks the names up in the catalogs and returns a
+:class:`Problem`: typed values with SI units that the later stages read and never re-parse.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from costs.hardware import PRECISIONS
+from planner import catalog
+from planner.errors import BadInput
+from planner.metrics.limits import Limits
+from planner.metrics.memory import OPTIMIZERS
+from planner.metrics.scorer import OBJECTIVES
+from planner.request.parse import parse_budgets, parse_duration
+
+# A spec without a "training" section trains like the ImageNet nets of the zoo: 90 epochs
+# (Goyal et al. 2017) of the 1,281,167 ILSVRC-2012 training images (Russakovsky et al. 2015).
+DEFAULT_EPOCHS = 90
+IMAGENET_TRAIN = 1_281_167
+
+
+@dataclass(frozen=True)
+class OptimizeRequest:
+    """Everything `planner optimize` was asked (strings as the user typed them).
+
+    ``axes`` holds the options of declared search axes (:mod:`planner.space.axes`) that the
+    user set, as (axis name, text) pairs, e.g. (("accumulation", "1,2,4,8"),).
+    """
+
+    net: str
+    budget: tuple[str, ...] = ()
+    deadline: str | None = None
+    objective: str = "time"
+    gpu: str | None = None
+    prices: tuple[str, ...] = ()  # DEVICE=USD per GPU-hour overrides of prices.toml
+    network: str = "eth100"
+    epochs: float | None = None
+    dataset_size: int | None = None
+    global_batch: int | None = None
+    max_global_batch: int = 8192
+    min_global_batch: int = 1
+    optimizer: str = "momentum"
+    precision: str = "fp32"
+    pipeline: bool = False
+    hybrid: bool = True
+    ppp_comp: float = 0.62
+    ppp_comm: float = 0.72
+    rules: str = "paleo-2018"
+    conv_algorithm: str = "gemm"
+    trials: int = 200
+    timeout: float | None = None
+    seed: int = 0
+    storage: str | None = None
+    study_name: str | None = None
+    exhaustive: str = "auto"  # auto | always | never
+    alternatives: int = 5
+    axes: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A validated request: catalog entries, limits and the net's cost coefficients."""
+
+    request: OptimizeRequest
+    objectives: tuple[str, ...]
+    limits: Limits
+    gpus: tuple[str, ...]  # device keys the search may use
+    devices: tuple  # catalog.DeviceInfo per key of ``gpus``
+    network: object  # catalog.NetworkInfo: the link between nodes
+    prices: np.ndarray  # USD per GPU-hour per key of ``gpus``, NaN when unknown
+    costs: object  # costs.coefficients.NetCosts
+    epochs: float
+    dataset_size: int
+
+    def axis_option(self, name: str) -> str | None:
+        """The user's text for a declared axis's option, or None when not given."""
+        return dict(self.request.axes).get(name)
+
+
+def request_dict(req: OptimizeRequest) -> dict:
+    """The request as plain data for run records: lists for tuples, axis options as keys."""
+    data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items() if k != "axes"}
+    return {**data, **dict(req.axes)}
+
+
+def parse_objectives(text: str) -> tuple[str, ...]:
+    """'time,cost' -> ('time', 'cost'); each must be one of :data:`OBJECTIVES`, once."""
+    parts = tuple(p.strip() for p in text.split(",") if p.strip())
+    bad = [p for p in parts if p not in OBJECTIVES]
+    if not parts or bad or len(set(parts)) != len(parts):
+        raise BadInput(f"--objective '{text}' is not a comma-separated list of {', '.join(OBJECTIVES)}")
+    return parts
+
+
+def parse_prices(values: tuple[str, ...] | list[str]) -> dict[str, float]:
+    """``--price H100_SXM=2.49`` (USD per GPU-hour) -> {device key: price}, overriding prices.toml."""
+    out: dict[str, float] = {}
+    for raw in values:
+        key, sep, value = raw.partition("=")
+        try:
+            price = float(value.strip().lstrip("$"))
+        except ValueError:
+            price = -1.0
+        if not sep or price <= 0:
+            raise BadInput(f"--price '{raw}' is not DEVICE=USD_PER_GPU_HOUR, e.g. H100_SXM=2.49")
+        out[catalog.device(key.strip()).key] = price
+    return out
+
+
+def _matching(devices: dict, part: str) -> list[str]:
+    """Device keys named by one ``--gpu`` word: an exact key, else every key it prefixes."""
+    exact = [k for k in devices if k.lower() == part.lower()]
+    return exact or [k for k in devices if k.lower().startswith(part.lower().replace("-", "_"))]
+
+
+def select_gpus(pattern: str | None, prices: dict[str, float] | None = None) -> list[str]:
+    """Device keys for ``--gpu A100,H100`` (case-insensitive prefixes); default: current GPUs
+    with a price (the catalog's or one given with --price)."""
+    devices = catalog.devices()
+    if not pattern:
+        priced = lambda k, d: d.price_usd_per_hour is not None or k in (prices or {})
+        return [k for k, d in devices.items() if not d.paleo and priced(k, d)]
+    keys: list[str] = []
+    for part in filter(None, (p.strip() for p in pattern.split(","))):
+        hits = _matching(devices, part)
+        if not hits:
+            raise BadInput(f"--gpu '{part}' matches no device (valid: {', '.join(devices)})")
+        keys += [h for h in hits if h not in keys]
+    return keys
+
+
+def _check_numbers(req: OptimizeRequest) -> None:
+    """Counts, batches, fractions and names that need no catalog."""
+    if req.optimizer not in OPTIMIZERS:
+        raise BadInput(f"--optimizer '{req.optimizer}' (valid: {', '.join(OPTIMIZERS)})")
+    if req.precision != "any" and req.precision not in PRECISIONS:
+        raise BadInput(f"--precision '{req.precision}' (valid: {', '.join(PRECISIONS)}, any)")
+    for name, v in (
+        ("--trials", req.trials),
+        ("--max-global-batch", req.max_global_batch),
+        ("--min-global-batch", req.min_global_batch),
+        ("--global-batch", 1 if req.global_batch is None else req.global_batch),
+    ):
+        if v < 1:
+            raise BadInput(f"{name} must be a positive integer, got {v}")
+    if req.min_global_batch > req.max_global_batch:
+        raise BadInput("--min-global-batch is larger than --max-global-batch")
+    for name, v in (("--ppp-comp", req.ppp_comp), ("--ppp-comm", req.ppp_comm)):
+        if not 0 < v <= 1:
+            raise BadInput(f"{name} must be in (0, 1], got {v}")
+    if req.exhaustive not in ("auto", "always", "never"):
+        raise BadInput(f"--exhaustive '{req.exhaustive}' (valid: auto, always, never)")
+
+
+def _training(req: OptimizeRequest, costs) -> tuple[float, int]:
+    """Epochs and samples per epoch: the request's, else the net's, else ImageNet's."""
+    training = costs.net.meta.get("training", {})
+    epochs = req.epochs if req.epochs is not None else training.get("epochs", DEFAULT_EPOCHS)
+    dataset = req.dataset_size
+    if dataset is None:
+        dataset = training.get("dataset_size", IMAGENET_TRAIN)
+    if epochs <= 0 or dataset < 1:
+        raise BadInput("--epochs and --dataset-size must be positive")
+    return float(epochs), int(dataset)
+
+
+def validate(req: OptimizeRequest) -> Problem:
+    """Check ``req`` and look its names up; every bad option raises :class:`BadInput`."""
+    objectives = parse_objectives(req.objective)
+    max_gpus, max_usd = parse_budgets(list(req.budget))
+    deadline = parse_duration(req.deadline)
+    _check_numbers(req)
+    prices = parse_prices(req.prices)
+    gpus = select_gpus(req.gpu, prices)
+    net_info = catalog.network(req.network)
+    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm)
+    epochs, dataset = _training(req, costs)
+    infos = tuple(catalog.device(k) for k in gpus)
+    usd = [prices.get(i.key, np.nan if i.price_usd_per_hour is None else i.price_usd_per_hour) for i in infos]
+    return Problem(
+        request=req,
+        objectives=objectives,
+        limits=Limits(max_gpus, max_usd, deadline, req.max_global_batch, req.min_global_batch),
+        gpus=tuple(gpus),
+        devices=infos,
+        network=net_info,
+        prices=np.array(usd, dtype=float),
+        costs=costs,
+        epochs=epochs,
+        dataset_size=dataset,
+    )

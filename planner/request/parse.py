@@ -1,0 +1,85 @@
+"""Parsers of the user's words: budgets, durations, integer lists, prices.
+
+Each turns one option's text into a value with SI units (seconds, USD) or raises a one-line
+:class:`~planner.errors.BadInput` naming the accepted forms.
+"""
+
+from __future__ import annotations
+
+import re
+
+from planner.errors import BadInput
+
+BUDGET_FORMS = "a GPU count (16gpus, '16 GPUs', 16) or money ($500, 500usd)"
+DEADLINE_FORMS = "a duration such as 90s, 45m, 24h, 2d or 1.5h"
+_GPUS = re.compile(r"^\s*(\d+)\s*(gpus?)?\s*$", re.IGNORECASE)
+_USD = re.compile(r"^\s*(?:\$\s*(\d+(?:\.\d+)?)|(\d+(?:\.\d+)?)\s*(?:usd|\$|dollars?))\s*$", re.IGNORECASE)
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|hours?|d|days?)\s*$", re.IGNORECASE)
+_UNIT_S = {
+    "s": 1,
+    "sec": 1,
+    "m": 60,
+    "min": 60,
+    "h": 3600,
+    "hr": 3600,
+    "hour": 3600,
+    "hours": 3600,
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
+}
+
+
+def parse_budgets(values: list[str] | None) -> tuple[int | None, float | None]:
+    """``--budget`` values -> (max GPUs, max dollars); each may be given once."""
+    gpus: int | None = None
+    usd: float | None = None
+    for raw in values or []:
+        m, u = _GPUS.match(raw), _USD.match(raw)
+        if m:
+            if gpus is not None:
+                raise BadInput(f"--budget gives a GPU count twice ('{raw}')")
+            gpus = int(m.group(1))
+            if gpus < 1:
+                raise BadInput(f"--budget '{raw}': the GPU count must be at least 1 (use {BUDGET_FORMS})")
+        elif u:
+            if usd is not None:
+                raise BadInput(f"--budget gives a money amount twice ('{raw}')")
+            usd = float(u.group(1) or u.group(2))
+            if usd <= 0:
+                raise BadInput(f"--budget '{raw}': the amount must be positive (use {BUDGET_FORMS})")
+        else:
+            raise BadInput(f"--budget '{raw}' is not {BUDGET_FORMS}")
+    return gpus, usd
+
+
+def parse_duration(raw: str | None, option: str = "--deadline") -> float | None:
+    """'24h' -> 86400.0 seconds; None stays None."""
+    if raw is None:
+        return None
+    m = _DURATION.match(raw)
+    if not m or float(m.group(1)) <= 0:
+        raise BadInput(f"{option} '{raw}' is not {DEADLINE_FORMS}")
+    return float(m.group(1)) * _UNIT_S[m.group(2).lower()]
+
+
+def parse_int_list(value: str, option: str) -> tuple[int, ...]:
+    """'1,2,4,8' or '1-8' (powers of two) -> a tuple of positive integers."""
+    out: list[int] = []
+    for part in value.replace(" ", "").split(","):
+        try:
+            if "-" in part[1:]:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                v = lo
+                while v <= hi:
+                    out.append(v)
+                    v *= 2
+            else:
+                out.append(int(part))
+        except ValueError:
+            raise BadInput(
+                f"{option} takes integers like 1,2,4,8 or a range 1-128 (powers of two), got '{value}'"
+            ) from None
+    if not out or min(out) < 1:
+        raise BadInput(f"{option} takes positive integers, got '{value}'")
+    return tuple(out)

@@ -1,0 +1,113 @@
+"""Why a plan wins, how it scales, and why nothing is feasible: sentences for the Result."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner.metrics.scorer import Scorer
+from planner.search.scored import INVALID, Scored
+from planner.units import duration
+
+
+def explain(best: dict, baseline: dict) -> list[str]:
+    """Sentences saying where the time goes, what binds, and how it scales."""
+    it = best["iteration_ms"]
+    comp, comm = best["compute_ms"] / it, best["comm_ms"] / it
+    kind = "compute-bound" if comp >= 0.5 else "communication-bound"
+    lines = [
+        f"{kind}: {comp:.0%} of each {it:,.1f} ms iteration is compute "
+        f"(forward {best['forward_ms'] / it:.0%}, backward {best['backward_ms'] / it:.0%}, "
+        f"update {best['update_ms'] / it:.0%}), {comm:.0%} is communication "
+        f"({best['scheme']} AllReduce over {best['network'] if best['nodes'] > 1 else best['intra_node_link']})."
+    ]
+    reasons = {
+        "budget_gpus": f"the GPU budget binds: it uses {best['gpus']} GPUs",
+        "budget_usd": "the money budget binds",
+        "deadline": "the deadline binds",
+        "memory": f"memory binds: {best['memory_gb']:.1f} of {best['device_memory_gb']:.0f} GB per GPU",
+        "max_global_batch": f"the maximum global batch binds ({best['global_batch']:,} samples)",
+        "min_global_batch": f"the minimum global batch binds ({best['global_batch']:,} samples)",
+    }
+    binding = [reasons[b] for b in best["binding"] if b in reasons]
+    lines.append(
+        "; ".join(binding) + "."
+        if binding
+        else "no constraint binds: more GPUs or a larger batch would not make it better."
+    )
+    lines.append(
+        f"{baseline['speedup']:.1f}x the throughput of one {best['gpu']} at the same batch per GPU "
+        f"(scaling efficiency {baseline['efficiency']:.0%})."
+    )
+    return lines
+
+
+def baseline(scorer: Scorer, cols, i) -> dict:
+    """The same plan on one GPU, data parallel, same batch per GPU: speedup and efficiency."""
+    sp = scorer.space
+    one = {a: c[i : i + 1].copy() for a, c in cols.items()}
+    m_best = scorer.metrics(one)
+    one["gpus"][:] = sp.choices("gpus").index(1)
+    one["per_node"][:] = sp.choices("per_node").index(1)
+    one["split"][:] = sp.choices("split").index(sp.n_layers)
+    m1 = scorer.metrics(one)
+    speedup = float(m_best["throughput_samples_s"][0] / m1["throughput_samples_s"][0])
+    return {
+        "gpu": sp.choices("gpu")[int(one["gpu"][0])],
+        "iteration_ms": float(m1["iteration_s"][0] * 1e3),
+        "throughput_samples_s": float(m1["throughput_samples_s"][0]),
+        "speedup": speedup,
+        "efficiency": speedup / float(m_best["gpus"][0]),
+    }
+
+
+def _why_none(name: str, lim, sel: dict, scorer: Scorer) -> str:
+    """The message when constraint ``name`` rules out every plan (``sel``: the plans meeting
+    every other constraint, their metrics)."""
+    messages = {
+        "memory": lambda: (
+            f"no plan fits: the smallest needs {sel['memory_bytes'].min() / 1e9:.1f} GB per GPU, the "
+            f"largest GPU allowed has {scorer.devices.memory_bytes.max() / 1e9:.0f} GB "
+            f"({lim.memory_fraction:.0%} usable)"
+        ),
+        "budget_usd": lambda: (
+            f"no plan costs ${lim.max_usd:,.2f} or less: the cheapest costs ${np.nanmin(sel['cost_usd']):,.2f}"
+        ),
+        "deadline": lambda: (
+            f"no plan finishes within {duration(lim.deadline_s)}: the fastest takes "
+            f"{duration(float(np.nanmin(sel['time_to_train_s'])))}"
+        ),
+        "max_global_batch": lambda: (
+            f"no plan keeps the global batch at or below {lim.max_global_batch:,}: "
+            f"the smallest is {sel['global_batch'].min():,}"
+        ),
+        "min_global_batch": lambda: (
+            f"no plan reaches a global batch of {lim.min_global_batch:,}: "
+            f"the largest is {sel['global_batch'].max():,}"
+        ),
+        "supported": lambda: "no allowed GPU has a peak for the requested precision in the catalog",
+        "budget_gpus": lambda: f"no plan uses {lim.max_gpus} GPUs or fewer",
+    }
+    return messages[name]()
+
+
+def diagnose(scorer: Scorer, s: Scored) -> str:
+    """Why nothing is feasible: the constraint that rules out every plan the others allow.
+
+    For each constraint, the plans meeting all the *other* constraints are examined; if there
+    are some and every one breaks this constraint, it is the one that rules everything out, and
+    the message says by how much its best plan misses.
+    """
+    names = scorer.limits.names()
+    valid = np.isfinite(s.constraints).all(axis=0) & (s.objectives[0] < INVALID / 10)
+    if not valid.any():
+        return "no valid plan exists in the search space"
+    m = scorer.metrics({a: c[valid] for a, c in s.cols.items()})
+    con = s.constraints[:, valid]
+    ok = con <= 0
+    for r, name in enumerate(names):
+        others = np.delete(ok, r, axis=0).all(axis=0)
+        if others.any():
+            return _why_none(name, scorer.limits, {k: v[others] for k, v in m.items()}, scorer)
+    j = int(np.argmin(np.max(con, axis=0)))
+    broken = [f"'{names[r]}' by {con[r, j]:.1%}" for r in range(len(names)) if con[r, j] > 0]
+    return f"no plan meets every constraint at once: the closest misses {' and '.join(broken)}"

@@ -1,0 +1,106 @@
+"""The Result stage of `planner optimize`: the answer as plain data, from a search's Outcome.
+
+One objective: the best feasible plan (the certified optimum when the space was enumerated,
+with the search's gap to it) and the best plans of other (GPU type, GPU count) pairs. Several
+objectives: the Pareto front. Either way the winner is explained (:mod:`planner.result.explain`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from planner.errors import InfeasibleError
+from planner.request.optimize import OptimizeRequest, request_dict
+from planner.result.explain import baseline, diagnose, explain
+from planner.result.records import plan_record
+from planner.search.certify import Outcome
+from planner.search.scored import Scored, best_index, front_indices
+
+
+@dataclass
+class Result:
+    """The outcome, as plain data (dicts and lists) for every renderer."""
+
+    net: str
+    objectives: tuple[str, ...]
+    best: dict
+    alternatives: list[dict]
+    pareto: list[dict]
+    constraints: dict
+    search: dict
+    baseline: dict
+    request: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _certified(out: Outcome) -> Scored:
+    """The plans to answer from: the whole space when enumerated (the search's gap to its
+    optimum goes into ``out.search``), else what the search scored."""
+    found, full = out.found, out.full
+    if full is None:
+        return found
+    j = best_index(full)
+    if j is None:
+        return found
+    opt = float(full.objectives[0, j])
+    i = best_index(found)
+    out.search["exhaustive_optimum"] = opt
+    out.search["exhaustive_plans"] = len(full)
+    out.search["gap"] = (float(found.objectives[0, i]) - opt) / abs(opt) if i is not None else None
+    return full
+
+
+def _single(out: Outcome, alternatives: int) -> tuple[Scored, int, dict, list[dict], list[dict]]:
+    """One objective: the best plan and the best of other (GPU type, GPU count) pairs."""
+    pool = _certified(out)
+    if best_index(pool) is None:
+        raise InfeasibleError(diagnose(out.scorer, out.evaluated))
+    scorer, sp = out.scorer, out.scorer.space
+    order = np.flatnonzero(pool.feasible)
+    order = order[np.argsort(pool.objectives[0, order], kind="stable")]
+    best = plan_record(scorer, pool.cols, int(order[0]), out.objectives)
+    alts, seen = [], {(best["gpu"], best["gpus"])}
+    for j in order[1:]:
+        key = (sp.choices("gpu")[int(pool.cols["gpu"][j])], sp.choices("gpus")[int(pool.cols["gpus"][j])])
+        if key in seen:
+            continue
+        seen.add(key)
+        alts.append(plan_record(scorer, pool.cols, int(j), out.objectives))
+        if len(alts) >= alternatives:
+            break
+    return pool, int(order[0]), best, alts, []
+
+
+def _front(out: Outcome, alternatives: int) -> tuple[Scored, int, dict, list[dict], list[dict]]:
+    """Several objectives: the Pareto front, fastest first."""
+    src = out.evaluated
+    keep = front_indices(src)
+    if keep.size == 0:
+        raise InfeasibleError(diagnose(out.scorer, src))
+    front = [plan_record(out.scorer, src.cols, int(j), out.objectives) for j in keep]
+    out.search.update(out.front_check(keep))
+    return src, int(keep[0]), front[0], front[1 : 1 + alternatives], front
+
+
+def result(out: Outcome, req: OptimizeRequest) -> Result:
+    """The answer to ``req`` from the search's outcome (see the module docstring)."""
+    pick = _single if len(out.objectives) == 1 else _front
+    pool, best_i, best, alts, front = pick(out, req.alternatives)
+    base = baseline(out.scorer, pool.cols, best_i)
+    best["why"] = explain(best, base)
+    constraints = {**out.scorer.limits.summary(), "optimizer": req.optimizer, "binding": best["binding"]}
+    return Result(
+        req.net,
+        out.objectives,
+        best,
+        alts,
+        front,
+        constraints,
+        out.search,
+        base,
+        request=request_dict(req),
+    )

@@ -1,0 +1,84 @@
+"""Plan records: one plan and its breakdown as a flat dict (times in ms and s, memory in GB).
+
+The axis columns come from the declarations (:data:`planner.space.axes.FIELDS`); the
+breakdown columns from the metrics. Every table and CSV that lists plans uses these keys.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from planner.metrics.scorer import Scorer
+from planner.space.axes import AXES, KEYS
+
+PLAN_AXES = list(KEYS)
+PLAN_BREAKDOWN = [
+    "forward_ms",
+    "backward_ms",
+    "update_ms",
+    "comm_ms",
+    "iteration_ms",
+    "throughput_samples_s",
+    "memory_gb",
+]
+PLAN_COLUMNS = [*PLAN_AXES, "network", "time_to_train_s", "cost_usd", *PLAN_BREAKDOWN]
+_MS = ("forward", "backward", "update", "compute", "sync", "act_comm", "comm", "iteration")
+
+
+def scalar(v):
+    """A numpy scalar as the Python value (int, float, str); None and Python values stay."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def axis_columns(scorer: Scorer, cols: dict[str, np.ndarray], m: dict) -> dict[str, np.ndarray]:
+    """The declared axes' record columns of some plans (index columns ``cols``, metrics ``m``)."""
+    return scorer.space.fields(cols, m)
+
+
+def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives) -> dict:
+    """Plan ``i`` of the index columns ``cols`` as a flat record (see the module docstring)."""
+    one = {a: c[i : i + 1] for a, c in cols.items()}
+    m = scorer.metrics(one)
+    rec = {k: scalar(v[0]) for k, v in axis_columns(scorer, one, m).items()}
+    rec.update(
+        workers=int(m["gpus"][0]),
+        pipeline=scorer.pipeline,
+        network=scorer.links.names[0],
+        intra_node_link=scorer.links.names[1 + int(one["gpu"][0])],
+    )
+    rec.update({f"{k}_ms": float(m[f"{k}_s"][0] * 1e3) for k in _MS})
+    cost = m["cost_usd"][0]
+    rec.update(
+        throughput_samples_s=float(m["throughput_samples_s"][0]),
+        time_to_train_s=float(m["time_to_train_s"][0]),
+        cost_usd=None if math.isnan(cost) else float(cost),
+        memory_gb=float(m["memory_bytes"][0] / 1e9),
+        device_memory_gb=float(m["device_memory_bytes"][0] / 1e9),
+    )
+    vals = scorer.objective_values(m, objectives)[:, 0]
+    rec["objective"] = float(vals[0]) if len(vals) == 1 else [float(v) for v in vals]
+    cons = scorer.limits.values(m)[:, 0]
+    rec["constraints"] = {n: float(v) for n, v in zip(scorer.limits.names(), cons, strict=True)}
+    rec["binding"] = [n for n, v in rec["constraints"].items() if -0.05 < v <= 0 and n != "supported"]
+    rec["estimate_command"] = estimate_command(scorer, rec)
+    return rec
+
+
+def estimate_command(scorer: Scorer, rec: dict) -> str:
+    """The `planner estimate` call that reproduces this plan's iteration time: each axis's
+    options, the model's options, then the options of axes that come last."""
+    head = [a.estimate_args(rec) for a in AXES if not a.estimate_tail]
+    tail = [a.estimate_args(rec) for a in AXES if a.estimate_tail]
+    model = [
+        f"--ppp-comp {scorer.ppp_comp}",
+        f"--ppp-comm {scorer.ppp_comm}",
+        f"--rules {scorer.costs.rules.name}",
+        f"--conv-algorithm {scorer.costs.algorithm}",
+    ]
+    parts = ["planner estimate", scorer.costs.net.source.removesuffix(".json")]
+    parts += [x for args in head for x in args] + model + [x for args in tail for x in args]
+    if scorer.pipeline:
+        parts.append("--pipeline")
+    return " ".join(parts)

@@ -1,0 +1,64 @@
+"""The Search stage as one call: run the study, then certify it by enumeration when the space
+is small enough, and hand on an :class:`Outcome`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.metrics.scorer import Scorer
+from planner.search import shared
+from planner.search.scored import Scored, exhaustive
+from planner.search.study import open_study, run
+
+EXHAUSTIVE_LIMIT = 2_000_000  # raw combinations scored in about a second (bench_optimize.py)
+
+
+@dataclass
+class Outcome:
+    """What a search produced: every plan it scored, and the whole space when certified."""
+
+    scorer: Scorer
+    objectives: tuple[str, ...]
+    found: Scored
+    full: Scored | None
+    search: dict
+
+    def front_check(self, keep: np.ndarray) -> dict:
+        """When the space was enumerated: the exact front's size and how much of it the search
+        found (a front plan counts as found when the search scored a plan with its objectives)."""
+        if self.full is None:
+            return {}
+        got = self.found.objectives[:, self.found.feasible]  # (n_obj, found)
+        exact = self.full.objectives[:, keep]  # (n_obj, front)
+        hit = np.isclose(exact[:, :, None], got[:, None, :], rtol=1e-12, atol=0).all(axis=0).any(axis=1)
+        return {"exhaustive_front_size": int(keep.size), "front_found_by_search": int(hit.sum())}
+
+    @property
+    def evaluated(self) -> Scored:
+        """Every distinct plan scored (the whole space when it was enumerated)."""
+        return self.full if self.full is not None else self.found
+
+
+def search_and_certify(scorer: Scorer, objectives: tuple[str, ...], req) -> Outcome:
+    """Run the search (``req``: seed, storage, trials, timeout, exhaustive), then enumerate the
+    space when asked to or when it has at most :data:`EXHAUSTIVE_LIMIT` combinations."""
+    space = scorer.space
+    study = open_study(objectives, req.seed, req.storage, req.study_name)
+    found, stats = run(scorer, objectives, study, req.trials, timeout=req.timeout)
+    certify = req.exhaustive == "always" or (req.exhaustive == "auto" and space.raw_size <= EXHAUSTIVE_LIMIT)
+    full = exhaustive(scorer, objectives) if certify else None
+    search_info = {
+        "sampler": stats.sampler,
+        "seed": req.seed,
+        "trials": shared.complete_count(study),
+        "trials_this_run": stats.trials,
+        "evaluated_plans": scorer.evaluated,
+        "cache_hits": stats.cache_hits,
+        "refinement_rounds": stats.refinement_rounds,
+        "space_size": space.raw_size,
+        "seconds": stats.seconds,
+        "study_name": study.study_name if req.storage else None,
+    }
+    return Outcome(scorer, objectives, found, full, search_info)

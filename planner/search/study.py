@@ -1,0 +1,163 @@
+"""The search: Optuna proposes plans, the vectorised evaluator scores them in batches.
+
+* One objective: TPE (Bergstra et al. 2011); two or more: NSGA-II (Deb et al. 2002).
+* Ask/tell in batches: a batch of trials is asked, scored in ONE evaluator call, and told.
+  Repeated plans are answered from a cache. Each trial carries its worst relative constraint
+  violation with ``Trial.set_constraint`` (feasible when the value is <= 0).
+* Every trial suggests one categorical parameter per declared axis of the space (its name and
+  choice list come from :mod:`planner.space.axes`).
+* :mod:`planner.search.refine` polishes the result.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from planner.errors import BadInput, PlannerError
+from planner.metrics.scorer import Scorer
+from planner.search import shared
+from planner.search.refine import refine, refine_front
+from planner.search.scored import Scored, score
+from planner.search.shared import STALE_AFTER_S
+
+
+@dataclass
+class SearchStats:
+    sampler: str
+    seed: int
+    trials: int = 0
+    evaluated_plans: int = 0
+    cache_hits: int = 0
+    refinement_rounds: int = 0
+    seconds: float = 0.0
+    history: list = field(default_factory=list)
+
+
+def _sampler(objectives, seed):
+    import optuna
+
+    if len(objectives) == 1:
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=20)
+    return optuna.samplers.NSGAIISampler(seed=seed, population_size=40)
+
+
+def open_study(objectives, seed, storage=None, study_name=None):
+    """A new in-memory study, or a persisted one created or resumed by name.
+
+    ``storage`` is an Optuna RDB URL (sqlite:///file.db, postgresql://user:pw@host/db) or
+    ``journal:FILE`` for Optuna's journal file. A storage that cannot be opened is a one-line
+    :class:`~planner.errors.BadInput`.
+    """
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    directions = ["minimize"] * len(objectives)
+    try:
+        backend = storage
+        if storage is not None and storage.startswith("journal:"):
+            from optuna.storages import JournalStorage
+            from optuna.storages.journal import JournalFileBackend
+
+            path = storage[len("journal:") :]
+            if not path:
+                raise ValueError("journal: needs a file name, e.g. journal:studies.journal")
+            backend = JournalStorage(JournalFileBackend(path))
+        return optuna.create_study(
+            storage=backend,
+            study_name=study_name,
+            directions=directions,
+            sampler=_sampler(objectives, seed),
+            load_if_exists=study_name is not None,
+        )
+    except ValueError as exc:
+        if "directions" in str(exc) or "direction" in str(exc):
+            raise BadInput(
+                f"study '{study_name}' in {storage} was made for other objectives: {exc}"
+            ) from None
+        raise BadInput(f"cannot open --storage {storage}: {exc}") from None
+    except Exception as exc:  # driver missing, server down, bad URL: one line, no traceback
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        hint = " (pip install 'planner[postgres]' for PostgreSQL)" if isinstance(exc, ImportError) else ""
+        raise BadInput(f"cannot open --storage {storage}: {msg}{hint}") from None
+
+
+def _keys(space, trials) -> list[tuple[int, ...]]:
+    """Each asked trial's plan as choice indices: one categorical suggestion per axis."""
+    choices = {a: list(space.choices(a)) for a in space.names}
+    return [
+        tuple(choices[a].index(t.suggest_categorical(a, choices[a])) for a in space.names) for t in trials
+    ]
+
+
+def _tell(scorer: Scorer, objectives, study, asked, cache: dict, stats: SearchStats) -> None:
+    """Score the asked trials' new plans in one call, then tell every trial its values."""
+    names = scorer.space.names
+    keys = _keys(scorer.space, asked)
+    fresh = sorted({k for k in keys if k not in cache})
+    stats.cache_hits += len(keys) - len(fresh)
+    if fresh:
+        arr = np.array(fresh, dtype=np.int64).T
+        s = score(scorer, dict(zip(names, arr, strict=True)), objectives)
+        for j, k in enumerate(fresh):
+            cache[k] = (s.objectives[:, j], s.constraints[:, j])
+    for t, k in zip(asked, keys, strict=True):
+        obj, con = cache[k]
+        # One constraint, the worst relative violation: the sampler needs only that, and each
+        # constraint is a storage write (the per-constraint values are re-scored when needed).
+        worst = float(np.max(con))
+        t.set_constraint("violation", worst if np.isfinite(worst) else 1e30)
+        study.tell(t, [float(v) for v in obj] if len(obj) > 1 else float(obj[0]))
+    stats.trials += len(asked)
+
+
+def _study_keys(space, study) -> set[tuple[int, ...]]:
+    """Every completed trial of the study (also those of earlier runs or other workers)."""
+    keys = set()
+    for t in study.get_trials(deepcopy=False, states=shared.COMPLETE):
+        if all(a in t.params for a in space.names):
+            try:
+                keys.add(tuple(space.choices(a).index(t.params[a]) for a in space.names))
+            except ValueError:
+                continue  # a trial from a different space
+    return keys
+
+
+def run(
+    scorer: Scorer,
+    objectives: tuple[str, ...],
+    study,
+    trials: int,
+    batch: int = 32,
+    timeout: float | None = None,
+    refine_result: bool = True,
+    stale_after: float = STALE_AFTER_S,
+) -> tuple[Scored, SearchStats]:
+    """Bring ``study`` to ``trials`` COMPLETE trials; return every distinct plan it scored.
+
+    Safe with several workers (processes, Slurm tasks) on one study: see :mod:`planner.search.shared`.
+    """
+    stats = SearchStats(type(study.sampler).__name__, getattr(study.sampler, "_seed", None) or 0)
+    start = time.perf_counter()
+    cache: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
+    while timeout is None or not stats.trials or time.perf_counter() - start <= timeout:
+        # (the first batch always runs, so there is an answer to give)
+        asked = shared.claim(study, trials, batch, stale_after)
+        if asked is None:
+            break  # the study has its trials
+        if not asked:
+            time.sleep(0.2)  # other workers hold the remaining trials; wait for them
+            continue
+        _tell(scorer, objectives, study, asked, cache, stats)
+    keys = set(cache) | _study_keys(scorer.space, study)
+    if not keys:
+        raise PlannerError(f"study '{study.study_name}' has no completed trial to answer from")
+    arr = np.array(sorted(keys), dtype=np.int64).T
+    found = score(scorer, dict(zip(scorer.space.names, arr, strict=True)), objectives)
+    if refine_result:
+        found = (refine if len(objectives) == 1 else refine_front)(scorer, objectives, found, stats)
+    stats.evaluated_plans = scorer.evaluated
+    stats.seconds = time.perf_counter() - start
+    return found, stats

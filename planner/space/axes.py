@@ -1,0 +1,254 @@
+"""The search axes, each declared once: name, choices, plan columns, constraints, outputs.
+
+A declaration (:class:`Axis`) says everything the rest of planner needs to know about an axis:
+
+* ``choices(problem)``: its choice list, from the validated request and the catalogs (a static
+  list, so Optuna's samplers see the same choices in every trial);
+* ``plan(chosen)``: the evaluator's plan columns (:class:`costs.model.Plans`) it sets; axes are
+  applied in order, so a later axis may refine a column an earlier one set;
+* ``valid(chosen)``: its constraint on combinations (False: not a plan, never scored);
+* ``fields``: the record/trials.csv/report columns that show it (:class:`Field`: key, value
+  function of (chosen, metrics), and a header when compact plan tables show it);
+* ``estimate_args(record)``: the `planner estimate` options that reproduce it (the gpu axis
+  also names the network, which is a property of the hardware it runs on);
+* ``option``: when set, the help of a ``--<name>`` option of `planner optimize`/`pareto` (and a
+  sweep spec key) whose text sets the choices.
+
+Search, enumeration, refinement, trials.csv, reports and sweep specs loop over :data:`AXES`;
+none of them names an axis. ``chosen`` is a :class:`Chosen`: index columns with their values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from costs import comm
+from costs.hardware import PRECISIONS
+from planner.errors import BadInput, UnsupportedError
+from planner.request.parse import parse_int_list
+
+if TYPE_CHECKING:
+    from planner.request.optimize import Problem
+    from planner.space.space import Space
+
+DEFAULT_GPU_BUDGET = 64  # GPU axis cap when only money or a deadline bounds the search
+BATCHES = tuple(2**i for i in range(12))  # 1 .. 2048 samples per GPU
+PER_NODE = (1, 2, 4, 8)
+
+
+class Chosen:
+    """Index columns of some plans, with the chosen value of every axis on demand."""
+
+    def __init__(self, space: Space, cols: dict[str, np.ndarray]):
+        self.space = space
+        self.cols = cols
+
+    def index(self, axis: str) -> np.ndarray:
+        return self.cols[axis]
+
+    def value(self, axis: str) -> np.ndarray:
+        return np.asarray(self.space.choices(axis))[self.cols[axis]]
+
+
+_no_args = lambda rec: []
+
+
+@dataclass(frozen=True)
+class Field:
+    """One output column of an axis: record key, values (arrays), compact-table header."""
+
+    key: str
+    values: Callable[[Chosen, dict], np.ndarray]
+    header: str | None = None
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One search axis (see the module docstring)."""
+
+    name: str
+    choices: Callable[[Problem], tuple]
+    plan: Callable[[Chosen], dict[str, np.ndarray]]
+    fields: tuple[Field, ...]
+    valid: Callable[[Chosen], np.ndarray] | None = None
+    estimate_args: Callable[[dict], list[str]] = field(default=_no_args)
+    estimate_tail: bool = False  # its estimate options come after the model's (ppp, rules)
+    option: str | None = None
+
+
+def gpu_counts(max_gpus: int) -> tuple[int, ...]:
+    """Powers of two and whole 8-GPU nodes up to ``max_gpus``, plus ``max_gpus`` itself."""
+    counts = {1 << i for i in range(max_gpus.bit_length()) if 1 << i <= max_gpus}
+    counts |= set(range(8, max_gpus + 1, 8))
+    counts.add(max_gpus)
+    return tuple(sorted(counts))
+
+
+def _splits(problem: Problem) -> tuple[int, ...]:
+    """Pure data parallelism (index n_layers), plus with --hybrid the "one weird trick"
+    boundary (the first FC layer) and the next two weighted layers."""
+    costs = problem.costs
+    n = costs.n_layers
+    if not problem.request.hybrid:
+        return (n,)
+    try:
+        first = costs.default_split()
+    except UnsupportedError:  # no fully connected layer: pure data parallelism only
+        return (n,)
+    return (n, *[i for i in range(first, n) if costs.is_weighted[i]][:3])
+
+
+def _split_name(ch: Chosen, m: dict) -> np.ndarray:
+    """The first model-parallel layer's name; None for pure data parallelism."""
+    names = np.array([s.name for s in ch.space.layers] + [None], dtype=object)
+    return names[np.minimum(ch.value("split"), ch.space.n_layers)]
+
+
+def _lookup(names: tuple[str, ...], axis: str) -> Callable[[Chosen], np.ndarray]:
+    """Plan column of an axis whose choices are names: each name's index in ``names``."""
+    return lambda ch: np.array([names.index(x) for x in ch.space.choices(axis)])[ch.index(axis)]
+
+
+def _batch(ch: Chosen) -> np.ndarray:
+    """Samples per GPU: the chosen ones, or a fixed global batch split over the GPUs."""
+    g = ch.space.global_batch
+    if g is None:
+        return ch.value("batch")
+    return np.ceil(g / ch.value("gpus")).astype(np.int64)
+
+
+def _accumulation_choices(problem: Problem) -> tuple[int, ...]:
+    text = problem.axis_option("accumulation")
+    return (1,) if text is None else tuple(sorted(set(parse_int_list(text, "--accumulation"))))
+
+
+def _accumulation_plan(ch: Chosen) -> dict[str, np.ndarray]:
+    """Microbatches per step; with a fixed global batch each is ceil(G / (GPUs x steps))."""
+    a = ch.value("accumulation")
+    cols = {"accumulation": a}
+    if ch.space.global_batch is not None:
+        cols["batch"] = np.ceil(ch.space.global_batch / (ch.value("gpus") * a)).astype(np.int64)
+    return cols
+
+
+def _accumulation_valid(ch: Chosen) -> np.ndarray:
+    """A fixed global batch leaves every microbatch at least one sample."""
+    g = ch.space.global_batch
+    a = ch.value("accumulation")
+    return np.ones(a.shape, dtype=bool) if g is None else ch.value("gpus") * a <= g
+
+
+def _precision_choices(problem: Problem) -> tuple[str, ...]:
+    p = problem.request.precision
+    return PRECISIONS if p == "any" else (p,)
+
+
+def _check_choice(name: str, values: tuple) -> tuple:
+    if not values:
+        raise BadInput(f"the {name} axis has no choice left")
+    return values
+
+
+AXES: tuple[Axis, ...] = (
+    Axis(
+        "gpu",
+        choices=lambda pb: _check_choice("gpu", pb.gpus),
+        # link table: [network between nodes, intra-node link of each GPU type]
+        plan=lambda ch: {"device": ch.index("gpu"), "intra_link": 1 + ch.index("gpu")},
+        fields=(Field("gpu", lambda ch, m: ch.value("gpu"), "gpu"),),
+        estimate_args=lambda r: [f"--device {r['gpu']}", f"--network {r['network']}"],
+    ),
+    Axis(
+        "gpus",
+        choices=lambda pb: gpu_counts(pb.limits.max_gpus or DEFAULT_GPU_BUDGET),
+        plan=lambda ch: {"workers": ch.value("gpus")},
+        fields=(Field("gpus", lambda ch, m: ch.value("gpus"), "gpus"),),
+        estimate_args=lambda r: [f"--workers {r['gpus']}"],
+    ),
+    Axis(
+        "per_node",
+        choices=lambda pb: PER_NODE,
+        plan=lambda ch: {"gpus_per_node": ch.value("per_node")},
+        # whole nodes, of a size the device comes in
+        valid=lambda ch: (
+            (ch.value("gpus") % ch.value("per_node") == 0)
+            & (ch.value("per_node") <= np.asarray(ch.space.max_per_node)[ch.index("gpu")])
+        ),
+        fields=(
+            Field("gpus_per_node", lambda ch, m: ch.value("per_node"), "per node"),
+            Field("nodes", lambda ch, m: ch.value("gpus") // ch.value("per_node")),
+        ),
+        estimate_args=lambda r: [f"--gpus-per-node {r['gpus_per_node']}"],
+    ),
+    Axis(
+        "batch",
+        choices=lambda pb: BATCHES if pb.request.global_batch is None else (0,),
+        plan=lambda ch: {"batch": _batch(ch)},
+        fields=(
+            Field("batch_per_worker", lambda ch, m: m["batch_per_worker"], "batch/GPU"),
+            Field("global_batch", lambda ch, m: m["global_batch"]),
+        ),
+        estimate_args=lambda r: [f"--batch {r['batch_per_worker']}", "--scaling weak"],
+    ),
+    Axis(
+        "split",
+        choices=_splits,
+        plan=lambda ch: {"split": ch.value("split")},
+        # one worker has no model-parallel part: only the data-parallel split for it
+        valid=lambda ch: (ch.value("gpus") > 1) | (ch.value("split") == ch.space.n_layers),
+        fields=(
+            Field(
+                "parallel",
+                lambda ch, m: np.where(ch.value("split") >= ch.space.n_layers, "data", "hybrid"),
+                "parallel",
+            ),
+            Field("split", _split_name),
+        ),
+        estimate_args=lambda r: (
+            [] if r["parallel"] == "data" else ["--parallel hybrid", f"--split {r['split']}"]
+        ),
+        estimate_tail=True,
+    ),
+    Axis(
+        "scheme",
+        choices=lambda pb: comm.SCHEME_NAMES,
+        plan=lambda ch: {"scheme": _lookup(comm.SCHEME_NAMES, "scheme")(ch)},
+        fields=(Field("scheme", lambda ch, m: ch.value("scheme"), "scheme"),),
+        estimate_args=lambda r: [f"--scheme {r['scheme']}"],
+    ),
+    Axis(
+        "precision",
+        choices=_precision_choices,
+        plan=lambda ch: {"precision": _lookup(PRECISIONS, "precision")(ch)},
+        fields=(Field("precision", lambda ch, m: ch.value("precision")),),
+        estimate_args=lambda r: [f"--precision {r['precision']}"],
+    ),
+    # Gradient accumulation: microbatches per optimizer step, gradients AllReduced once per
+    # step (PyTorch DDP's no_sync; Li et al., VLDB 2020, section 3.2.4). Only 1 unless asked:
+    # at a given global batch it adds no throughput under PALEO's model unless memory binds,
+    # and every choice multiplies the space (and the time to enumerate it).
+    Axis(
+        "accumulation",
+        choices=_accumulation_choices,
+        plan=_accumulation_plan,
+        valid=_accumulation_valid,
+        fields=(Field("accumulation", lambda ch, m: ch.value("accumulation")),),
+        estimate_args=lambda r: [] if r["accumulation"] == 1 else [f"--accumulation {r['accumulation']}"],
+        option="Gradient accumulation steps to search, e.g. 1,2,4,8 (microbatches per optimizer step; "
+        "default 1). With --global-batch each microbatch is global batch / (GPUs x steps).",
+    ),
+)
+
+NAMES = tuple(a.name for a in AXES)
+FIELDS = tuple(f for a in AXES for f in a.fields)
+KEYS = [f.key for f in FIELDS]  # record columns of the axes, in declaration order
+HEADERS = [(f.key, f.header) for f in FIELDS if f.header]  # compact plan tables
+OPTIONS = tuple(a for a in AXES if a.option)
+
+
+def axis(name: str) -> Axis:
+    return AXES[NAMES.index(name)]

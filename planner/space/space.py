@@ -1,0 +1,88 @@
+"""The Space stage: the choice list of every declared axis, plan <-> trial, enumeration.
+
+A :class:`Space` is built from a validated :class:`~planner.request.optimize.Problem` by
+:func:`build`: one choice list per axis of :data:`planner.space.axes.AXES`. Plans are index
+columns (one integer array per axis). A combination is *valid* when every axis's constraint
+holds (e.g. the GPUs fill whole nodes of a size the device comes in); invalid combinations are
+never scored: they are not plans. Valid plans that break a limit are scored and marked
+infeasible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from costs.model import Plans, plans
+from planner.space.axes import AXES, FIELDS, NAMES, Chosen
+
+if TYPE_CHECKING:
+    from planner.request.optimize import Problem
+
+
+@dataclass(frozen=True)
+class Space:
+    """Choice lists of every axis, and what the axes' constraints read from the problem."""
+
+    axes: dict[str, tuple]  # axis name -> choices, in the order of AXES
+    max_per_node: tuple[int, ...]  # per gpu choice
+    layers: tuple  # the net's layer specs (names of split points)
+    global_batch: int | None = None  # fixes GPUs x batch (x accumulation): strong scaling
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return NAMES
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.layers)
+
+    def choices(self, axis: str) -> tuple:
+        return self.axes[axis]
+
+    @property
+    def raw_size(self) -> int:
+        return int(np.prod([len(c) for c in self.axes.values()]))
+
+    def grid(self) -> dict[str, np.ndarray]:
+        """Every valid combination, as index arrays per axis (vectorised, no Python loop)."""
+        shape = [len(self.axes[a]) for a in NAMES]
+        idx = np.indices(shape).reshape(len(NAMES), -1)
+        cols = dict(zip(NAMES, idx, strict=True))
+        valid = self.valid(cols)
+        return {a: c[valid] for a, c in cols.items()}
+
+    def valid(self, cols: dict[str, np.ndarray]) -> np.ndarray:
+        """Mask of valid index combinations: every axis's constraint holds."""
+        ch = Chosen(self, cols)
+        ok = np.ones(len(next(iter(cols.values()))), dtype=bool)
+        for a in AXES:
+            if a.valid is not None:
+                ok &= a.valid(ch)
+        return ok
+
+    def to_plans(self, cols: dict[str, np.ndarray], **common) -> Plans:
+        """Index columns -> evaluator plans; ``common`` are columns shared by every plan
+        (ppp_comp, ppp_comm, pipeline). Link table: [network, intra-node link of each gpu]."""
+        ch = Chosen(self, cols)
+        columns = {"network": 0, **common}
+        for a in AXES:
+            columns.update(a.plan(ch))
+        return plans(self.n_layers, **columns)
+
+    def fields(self, cols: dict[str, np.ndarray], metrics: dict) -> dict[str, np.ndarray]:
+        """Every axis's record columns (arrays), in declaration order."""
+        ch = Chosen(self, cols)
+        return {f.key: f.values(ch, metrics) for f in FIELDS}
+
+
+def build(problem: Problem) -> Space:
+    """The space of a validated request: each declared axis's choices."""
+    return Space(
+        axes={a.name: tuple(a.choices(problem)) for a in AXES},
+        max_per_node=tuple(i.device.max_per_node for i in problem.devices),
+        layers=tuple(problem.costs.net.layers),
+        global_batch=problem.request.global_batch,
+    )

@@ -1,0 +1,1 @@
+"""`planner sweep`: grids of optimize requests (spec.py), run as studies locally or on Slurm (run.py)."""
