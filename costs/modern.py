@@ -28,7 +28,7 @@ import numpy as np
 from costs import collectives, overlap, roofline
 from costs.efficiency import Efficiency
 from costs.hardware import ELEMENT_SIZE, PRECISIONS, DeviceTable, LinkTable
-from costs.model import Breakdown, Plans, _unique
+from costs.plans import Breakdown, Plans, _unique
 
 GRAD_BYTES = 4.0  # DDP AllReduces .grad, which AMP keeps in fp32 (parameters stay fp32)
 
