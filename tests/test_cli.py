@@ -61,6 +61,11 @@ def ok_json(capsys, *argv):
 
 # ---- estimate ----------------------------------------------------------------------------------
 
+# PALEO's own setting (its CLI defaults: TITAN_X, 10 Gbit/s Ethernet, PPP 1.0, fp32), for tests
+# of PALEO's formulas; planner's defaults are the modern rules (planner.request.defaults).
+PALEO = ["--device", "TITAN_X", "--network", "ethernet", "--rules", "paleo-2018", "--precision", "fp32",
+         "--ppp-comp", "1", "--ppp-comm", "1"]
+
 
 def test_estimate_json_records(capsys):
     recs = ok_json(capsys, "estimate", "alexnet", "--workers", "1,2,4")
@@ -68,8 +73,12 @@ def test_estimate_json_records(capsys):
     for r in recs:
         assert ESTIMATE_KEYS <= set(r), ESTIMATE_KEYS - set(r)
         assert r["net"] == "alexnet"
-        assert r["device"] == "TITAN_X" and r["network"] == "ethernet"  # the defaults
-        assert r["scaling"] == "weak"
+        # the shared defaults: modern rules on an H100 over 100 Gbit/s Ethernet, in the
+        # H100's training precision (bf16), with the calibration's interval
+        assert r["device"] == "H100_SXM" and r["network"] == "eth100" and r["rules"] == "modern"
+        assert r["precision"] == "bf16" and r["scaling"] == "weak"
+        lo, hi = r["total_ms_range"]
+        assert lo < r["total_ms"] < hi
     # One record per (workers, scheme), all four schemes by default.
     pairs = [(r["workers"], r["scheme"]) for r in recs]
     assert len(pairs) == len(set(pairs))
@@ -82,7 +91,8 @@ def test_estimate_record_arithmetic(capsys):
         assert r["compute_ms"] == pytest.approx(
             r["forward_ms"] + r["backward_ms"] + r["update_ms"], rel=1e-12
         )
-        assert r["total_ms"] == pytest.approx(r["compute_ms"] + r["comm_ms"], rel=1e-12)
+        # the modern rules add host-bound and framework time (overhead_ms) to compute and comm
+        assert r["total_ms"] == pytest.approx(r["compute_ms"] + r["comm_ms"] + r["overhead_ms"], rel=1e-12)
         assert r["batch_per_worker"] == 128  # weak scaling keeps the spec's batch per worker
         assert r["effective_batch"] == 128 * r["workers"]
         assert r["throughput_samples_s"] == pytest.approx(
@@ -99,7 +109,7 @@ def test_estimate_record_arithmetic(capsys):
 
 
 def test_estimate_scheme_tree(capsys):
-    recs = ok_json(capsys, "estimate", "alexnet", "--scheme", "tree", "--workers", "1,2,4")
+    recs = ok_json(capsys, "estimate", "alexnet", "--scheme", "tree", "--workers", "1,2,4", *PALEO)
     assert [(r["workers"], r["scheme"]) for r in recs] == [(1, "tree"), (2, "tree"), (4, "tree")]
     # Tree over 10 Gbit/s Ethernet: 2 ceil(log2 K) x (4 bytes x params) / 1.25e9 B/s.
     t_link_ms = 4 * ALEXNET_PARAMS / 1.25e9 * 1e3
@@ -194,13 +204,14 @@ def test_estimate_table(capsys):
     code, out, err = run(capsys, "estimate", "alexnet", "--workers", "1,2,4", "--scheme", "tree")
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].startswith("alexnet on TITAN_X over ethernet")
-    assert "weak" in lines[0]
+    assert lines[0].startswith("alexnet on H100_SXM over eth100")
+    assert "weak" in lines[0] and "bf16" in lines[0] and "rules modern" in lines[0]
+    assert lines[-1].startswith("80% interval")
     header = lines[1]
     for col in ("workers", "scheme", "total ms", "comm ms", "speedup", "samples/s"):
         assert col in header
     assert set(lines[2]) <= {"-", " "}
-    body = lines[3:]
+    body = lines[3:-1]
     assert len(body) == 3
     assert [line.split()[0] for line in body] == ["1", "2", "4"]
     assert all(line.split()[1] == "tree" for line in body)

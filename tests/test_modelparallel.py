@@ -273,9 +273,18 @@ def test_serialized_devices_sum_same_gpu_branches():
 
 # ---- the CLI -------------------------------------------------------------------------------
 
+# Explicit ModelParallel blocks are a PALEO feature: these runs name a PALEO rule set and fp32.
+PALEO = ["--rules", "paleo-2018", "--precision", "fp32"]
+
+
+def test_cli_model_parallel_needs_a_paleo_rule_set(capsys):
+    assert main(["estimate", MP2, "--parallel", "model"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--rules paleo-2018" in err
+
 
 def test_cli_model_parallel_json(capsys):
-    assert main(["estimate", MP2, "--parallel", "model", "--format", "json"]) == 0
+    assert main(["estimate", *PALEO, MP2, "--parallel", "model", "--format", "json"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert len(records) == 1
     rec = records[0]
@@ -287,20 +296,21 @@ def test_cli_model_parallel_json(capsys):
 
 
 def test_record_keys_match_data_parallel_estimate(capsys):
-    assert main(["estimate", MP2, "--parallel", "model", "--workers", "2", "--format", "json"]) == 0
+    assert main(["estimate", *PALEO, MP2, "--parallel", "model", "--workers", "2", "--format", "json"]) == 0
     mp = json.loads(capsys.readouterr().out)
-    assert main(["estimate", "alexnet_cc2", "--workers", "2", "--format", "json"]) == 0
+    assert main(["estimate", *PALEO, "alexnet_cc2", "--workers", "2", "--format", "json"]) == 0
     dp = json.loads(capsys.readouterr().out)
     assert list(mp[0]) == list(dp[0])
 
 
 def test_cli_speedup_is_single_gpu_over_split_time(capsys):
-    assert main(["estimate", MP2, "--parallel", "model", "--batch", "64", "--format", "json"]) == 0
+    assert main(["estimate", *PALEO, MP2, "--parallel", "model", "--batch", "64", "--format", "json"]) == 0
     rec = json.loads(capsys.readouterr().out)[0]
     assert (
         main(
             [
                 "estimate",
+                *PALEO,
                 MP2,
                 "--parallel",
                 "data",
@@ -321,7 +331,7 @@ def test_cli_speedup_is_single_gpu_over_split_time(capsys):
 
 
 def test_cli_workers_conflicting_with_splits(capsys):
-    assert main(["estimate", MP2, "--parallel", "model", "--workers", "8"]) == 2
+    assert main(["estimate", *PALEO, MP2, "--parallel", "model", "--workers", "8"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error:") and "2" in err
-    assert main(["estimate", MP2, "--parallel", "model", "--workers", "1,2,4", "--format", "json"]) == 0
+    assert main(["estimate", *PALEO, MP2, "--parallel", "model", "--workers", "1,2,4", "--format", "json"]) == 0

@@ -52,6 +52,8 @@ def _estimate_of(best: dict, req: OptimizeRequest) -> dict:
             parallel=best["parallel"],
             split=best["split"],
             rules=req.rules,
+            optimizer=req.optimizer,
+            calibration=req.calibration,
         )
     )
     assert len(rec) == 1

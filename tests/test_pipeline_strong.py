@@ -24,7 +24,8 @@ import pytest
 
 from costs.model import layer_times
 from planner import catalog
-from planner.estimate import EstimateRequest, estimate
+from planner.estimate.estimate import estimate
+from planner.request.estimate import EstimateRequest
 
 REL = 1e-9  # PALEO prints full floats; planner matches them to float rounding
 

@@ -14,20 +14,16 @@ from pathlib import Path
 import numpy as np
 
 from costs import calibration as cal
-from planner import catalog
 from planner.calibrate import measurements, profile, report
 from planner.calibrate.fitting import Calibration, calibrate, predict
 from planner.calibrate.predict import RunTable
 from planner.errors import BadInput
 
 
-def default_profile() -> profile.Profile:
-    """The shipped profile (configs/profiles/default.toml), fitted on the shipped measurements."""
-    return profile.from_dict(catalog.profile_data("default"), "configs/profiles/default.toml")
-
-
 def load_profile(path: str | None) -> profile.Profile:
     """``--calibration F``: a profile file; none: the shipped default."""
+    from planner.metrics.model import default_profile
+
     return profile.load(path) if path else default_profile()
 
 

@@ -8,6 +8,7 @@ import typer
 
 from planner.cli.app import app
 from planner.cli.options import ConvAlg, Fmt, Parallel, Precision, RulesOpt, Scaling, SchemeOpt, What
+from planner.request import defaults
 
 ESTIMATE_COLUMNS = [
     ("workers", "workers"),
@@ -29,10 +30,10 @@ def estimate(
     net: Annotated[
         str | None, typer.Argument(help="Zoo name (see `planner list nets`) or path to a PALEO JSON spec.")
     ] = None,
-    device: Annotated[str, typer.Option(help="Device key (see `planner list devices`).")] = "TITAN_X",
+    device: Annotated[str, typer.Option(help="Device key (see `planner list devices`).")] = defaults.DEVICE,
     network: Annotated[
-        str, typer.Option(help="Link between workers (see `planner list networks`).")
-    ] = "ethernet",
+        str, typer.Option(help="Link between nodes (see `planner list networks`).")
+    ] = defaults.NETWORK,
     batch: Annotated[
         int | None,
         typer.Option(help="Batch: total for strong scaling, per worker for weak. Default: the spec's."),
@@ -47,11 +48,11 @@ def estimate(
         SchemeOpt, typer.Option(help="AllReduce scheme; 'all' is PALEO's three plus ring.")
     ] = SchemeOpt.all,
     ppp_comp: Annotated[
-        float, typer.Option(help="PALEO's platform percent of peak for compute, in (0, 1].")
-    ] = 1.0,
+        float, typer.Option(help="PALEO rule sets: platform percent of peak for compute, in (0, 1].")
+    ] = defaults.PPP_COMP,
     ppp_comm: Annotated[
-        float, typer.Option(help="PALEO's platform percent of peak for communication, in (0, 1].")
-    ] = 1.0,
+        float, typer.Option(help="PALEO rule sets: platform percent of peak for communication, in (0, 1].")
+    ] = defaults.PPP_COMM,
     pipeline: Annotated[
         bool, typer.Option("--pipeline", help="Overlap each layer's memory traffic with its compute.")
     ] = False,
@@ -64,13 +65,28 @@ def estimate(
     gpus_per_node: Annotated[
         int, typer.Option(help="GPUs per node: the device's intra-node link inside, --network between.")
     ] = 1,
-    rules: Annotated[RulesOpt, typer.Option(help="PALEO rule set to reproduce.")] = RulesOpt.paleo_2018,
+    rules: Annotated[
+        RulesOpt,
+        typer.Option(help="Cost model: modern (calibrated roofline) or a PALEO rule set to reproduce."),
+    ] = RulesOpt(defaults.RULES),
+    calibration: Annotated[
+        str | None,
+        typer.Option(
+            help="Calibration profile of the modern rules (`planner calibrate -o`); default: shipped."
+        ),
+    ] = None,
+    optimizer: Annotated[
+        str, typer.Option(help="Modern rules: optimizer step traffic, sgd, momentum or adam.")
+    ] = defaults.OPTIMIZER,
     conv_algorithm: Annotated[
         ConvAlg, typer.Option(help="Convolution cost model; best = the cheaper per layer.")
     ] = ConvAlg.gemm,
     precision: Annotated[
-        Precision, typer.Option(help="Arithmetic precision (peak and element size).")
-    ] = Precision.fp32,
+        Precision,
+        typer.Option(
+            help="Arithmetic precision; auto: the device's (bf16, else fp16 tensor cores, else fp32)."
+        ),
+    ] = Precision(defaults.PRECISION),
     format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
     accumulation: Annotated[
         int, typer.Option(help="Gradient accumulation: microbatches per optimizer step (sync once per step).")
@@ -114,6 +130,8 @@ def estimate(
             gpus_per_node=gpus_per_node,
             split=split,
             accumulation=accumulation,
+            calibration=calibration,
+            optimizer=optimizer,
         )
     records = run(req)
     if format is Fmt.json:
@@ -128,6 +146,12 @@ def estimate(
             + (f", {r0['accumulation']} microbatches per step" if r0["accumulation"] != 1 else "")
         )
         typer.echo(render.table(records, ESTIMATE_COLUMNS))
+        if "total_ms_range" in r0:
+            lo, hi = r0["total_ms_range"][0] / r0["total_ms"], r0["total_ms_range"][1] / r0["total_ms"]
+            typer.echo(
+                f"80% interval (calibration's held-out error): each total x {lo:.2f} to {hi:.2f}, "
+                f"e.g. {r0['total_ms']:,.2f} ms ({r0['total_ms_range'][0]:,.2f}-{r0['total_ms_range'][1]:,.2f} ms)"
+            )
 
 
 @app.command()

@@ -11,6 +11,7 @@ import typer
 
 from planner.cli.app import app
 from planner.cli.options import ConvAlg, Fmt, RulesOpt
+from planner.request import defaults
 
 
 @app.command()
@@ -40,7 +41,7 @@ def optimize(
     ] = None,
     network: Annotated[
         str, typer.Option(help="Link between nodes (see `planner list networks`).")
-    ] = "eth100",
+    ] = defaults.NETWORK,
     epochs: Annotated[
         float | None, typer.Option(help="Epochs to train (default: the net's, e.g. 90 for ImageNet).")
     ] = None,
@@ -57,8 +58,14 @@ def optimize(
     min_global_batch: Annotated[int, typer.Option(help="Smallest global batch.")] = 1,
     optimizer: Annotated[
         str, typer.Option(help="Optimizer state kept per parameter: sgd, momentum or adam.")
-    ] = "momentum",
-    precision: Annotated[str, typer.Option(help="fp32, tf32, fp16, bf16, or any to search it.")] = "fp32",
+    ] = defaults.OPTIMIZER,
+    precision: Annotated[
+        str,
+        typer.Option(
+            help="auto (each GPU's training precision: bf16, else fp16, else fp32), fp32, tf32, fp16, bf16, "
+            "or any to search it."
+        ),
+    ] = defaults.PRECISION,
     pipeline: Annotated[
         bool,
         typer.Option(
@@ -69,10 +76,20 @@ def optimize(
         bool, typer.Option("--hybrid/--no-hybrid", help="Also search hybrid data/model splits.")
     ] = True,
     ppp_comp: Annotated[
-        float, typer.Option(help="Platform percent of peak for compute (PALEO's TensorFlow value).")
-    ] = 0.62,
-    ppp_comm: Annotated[float, typer.Option(help="Platform percent of peak for communication.")] = 0.72,
-    rules: Annotated[RulesOpt, typer.Option(help="PALEO rule set.")] = RulesOpt.paleo_2018,
+        float, typer.Option(help="PALEO rule sets: platform percent of peak for compute.")
+    ] = defaults.PPP_COMP,
+    ppp_comm: Annotated[
+        float, typer.Option(help="PALEO rule sets: platform percent of peak for communication.")
+    ] = defaults.PPP_COMM,
+    rules: Annotated[
+        RulesOpt, typer.Option(help="Cost model: modern (calibrated roofline) or a PALEO rule set.")
+    ] = RulesOpt(defaults.RULES),
+    calibration: Annotated[
+        str | None,
+        typer.Option(
+            help="Calibration profile of the modern rules (`planner calibrate -o`); default: shipped."
+        ),
+    ] = None,
     conv_algorithm: Annotated[ConvAlg, typer.Option(help="Convolution cost model.")] = ConvAlg.gemm,
     trials: Annotated[int, typer.Option(help="Optuna trials (total, counting a resumed study's).")] = 200,
     timeout: Annotated[
@@ -155,6 +172,7 @@ def _optimize_request(opts: dict):
         ppp_comp=opts["ppp_comp"],
         ppp_comm=opts["ppp_comm"],
         rules=opts["rules"].value,
+        calibration=opts.get("calibration"),
         conv_algorithm=opts["conv_algorithm"].value,
         trials=opts["trials"],
         timeout=opts["timeout"],

@@ -31,6 +31,7 @@ class Parallel(str, Enum):
 
 
 class RulesOpt(str, Enum):
+    modern = "modern"
     paleo_2018 = "paleo-2018"
     paleo_2016 = "paleo-2016"
     planner = "planner"
@@ -43,6 +44,7 @@ class ConvAlg(str, Enum):
 
 
 class Precision(str, Enum):
+    auto = "auto"
     fp32 = "fp32"
     tf32 = "tf32"
     fp16 = "fp16"

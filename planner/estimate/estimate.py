@@ -16,7 +16,8 @@ from costs.model import evaluate, plans
 from planner import catalog
 from planner.errors import BadInput, UnsupportedError
 from planner.estimate.modelparallel import estimate_model_parallel
-from planner.estimate.records import hardware, record
+from planner.estimate.records import hardware, precision_of, record
+from planner.metrics.model import CostModel
 from planner.request.estimate import EstimateRequest, validate
 
 
@@ -38,13 +39,19 @@ def estimate(req: EstimateRequest) -> list[dict]:
     validate(req)
     info = catalog.device(req.device)
     net_info = catalog.network(req.network)
-    if req.precision not in info.device.peak_flops:
+    precision = precision_of(req, info)
+    if precision not in info.device.peak_flops:
         raise UnsupportedError(
-            f"device {info.key} has no {req.precision} peak in the catalog "
+            f"device {info.key} has no {precision} peak in the catalog "
             f"(has: {', '.join(info.device.peak_flops)})"
         )
+    model = CostModel.of(req.rules, req.calibration, req.optimizer)
     costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm)
     if costs.net.has_model_parallel and req.parallel == "model":
+        if model.modern:
+            raise UnsupportedError(
+                "explicit ModelParallel blocks are scored by PALEO's rule sets only: add --rules paleo-2018"
+            )
         return estimate_model_parallel(req, costs, info, net_info)
     batch = req.batch or costs.net.default_batch
     split = _split_index(costs, req)
@@ -63,7 +70,7 @@ def estimate(req: EstimateRequest) -> list[dict]:
     ss = np.concatenate([sch, schemes])
     sp = np.concatenate([np.full_like(k, split), np.full_like(schemes, costs.n_layers)])
     p = plans(costs.n_layers, workers=kk, batch=nn, scheme=ss, split=sp, **common)
-    r = evaluate(costs, p, devices, links)
+    r = evaluate(costs, p, devices, links, **model.kwargs(devices, links))
     m = len(k)
     one = r.total[m:]  # T(1) per scheme, in scheme order
     t1 = np.tile(one, len(workers))
@@ -80,6 +87,8 @@ def estimate(req: EstimateRequest) -> list[dict]:
             batch_per_worker=int(per_worker[i]),
             scheme=comm.SCHEME_NAMES[sch[i]],
             speedup=float(speedup[i]),
+            precision=precision,
+            interval=model.interval,
         )
         for i in range(m)
     ]

@@ -18,15 +18,21 @@ def record(
     batch_per_worker: int,
     scheme: str,
     speedup: float,
+    precision: str | None = None,
+    interval: tuple[float, float] | None = None,
 ) -> dict:
-    """One output record: plan ``i`` of the evaluator's Breakdown ``r``, times in ms."""
-    return {
+    """One output record: plan ``i`` of the evaluator's Breakdown ``r``, times in ms.
+
+    ``interval``: (lo, hi) multipliers of throughput that held 80% of the calibration's
+    held-out runs; it adds the range of the iteration time and throughput.
+    """
+    rec = {
         "net": req.net,
         "device": device,
         "network": network,
         "rules": req.rules,
         "parallel": req.parallel,
-        "precision": req.precision,
+        "precision": precision or req.precision,
         "scaling": req.scaling,
         "workers": workers,
         "gpus_per_node": int(min(req.gpus_per_node, workers)),
@@ -43,6 +49,24 @@ def record(
         "speedup": speedup,
         "throughput_samples_s": float(r.throughput[i]),
     }
+    overhead = getattr(r, "overhead", None)
+    if overhead is not None:  # the modern rules: host-bound stall and framework time
+        rec["overhead_ms"] = float((overhead[i] + r.input_stall[i]) * 1e3)
+    if interval is not None:
+        lo, hi = interval
+        rec["total_ms_range"] = [rec["total_ms"] / hi, rec["total_ms"] / lo]
+        rec["throughput_range"] = [rec["throughput_samples_s"] * lo, rec["throughput_samples_s"] * hi]
+    return rec
+
+
+def precision_of(req: EstimateRequest, info) -> str:
+    """The request's precision, with ``auto`` resolved for the device."""
+    if req.precision != "auto":
+        return req.precision
+    from costs.hardware import auto_precision
+
+    table = catalog.device_table([info.key])
+    return PRECISIONS[int(auto_precision(table.peak, [0])[0])]
 
 
 def hardware(req: EstimateRequest, info, net_info):
@@ -54,7 +78,7 @@ def hardware(req: EstimateRequest, info, net_info):
         network=0,
         intra_link=1,
         gpus_per_node=req.gpus_per_node,
-        precision=PRECISIONS.index(req.precision),
+        precision=PRECISIONS.index(precision_of(req, info)),
         ppp_comp=req.ppp_comp,
         ppp_comm=req.ppp_comm,
         pipeline=req.pipeline,

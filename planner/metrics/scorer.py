@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from costs.hardware import DeviceTable, LinkTable
+from costs.hardware import PRECISIONS, DeviceTable, LinkTable
 from costs.model import evaluate
 from planner import catalog
 from planner.metrics import memory
 from planner.metrics.limits import Limits
+from planner.metrics.model import CostModel
 from planner.space.space import Space
 
 if TYPE_CHECKING:
@@ -52,16 +53,19 @@ class Scorer:
     ppp_comm: float = 0.72
     pipeline: bool = False
     evaluated: int = 0
+    model: CostModel | None = None  # None: PALEO's rule set of ``costs`` with no options
+
+    def __post_init__(self) -> None:
+        self._kwargs = self.model.kwargs(self.devices, self.links) if self.model else {}
 
     def metrics(self, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Every reported number of every plan (arrays), see the module docstring."""
         p = self.space.to_plans(cols, ppp_comp=self.ppp_comp, ppp_comm=self.ppp_comm, pipeline=self.pipeline)
-        r = evaluate(self.costs, p, self.devices, self.links)
+        r = evaluate(self.costs, p, self.devices, self.links, **self._kwargs)
         self.evaluated += len(p)
-        precisions = self.space.choices("precision")
-        prec = np.asarray(precisions)[cols["precision"]]
-        param_bytes = np.array([memory.bytes_per_param(x, self.optimizer) for x in precisions])
-        mem = memory.per_gpu(r.local_params, r.activation_bytes, param_bytes[cols["precision"]])
+        prec = np.asarray(PRECISIONS)[p.precision]
+        param_bytes = np.array([memory.bytes_per_param(x, self.optimizer) for x in PRECISIONS])
+        mem = memory.per_gpu(r.local_params, r.activation_bytes, param_bytes[p.precision])
         k = p.workers.astype(float)
         global_batch = np.rint(r.samples).astype(np.int64)  # whole samples (exact in float64)
         iters = self.epochs * np.ceil(self.dataset_size / global_batch)
@@ -82,6 +86,7 @@ class Scorer:
             "act_comm_s": r.act_comm,
             "compute_s": r.compute,
             "comm_s": r.comm,
+            "overhead_s": getattr(r, "overhead", np.zeros(len(p))) + getattr(r, "input_stall", 0.0),
             "iteration_s": total,
             "throughput_samples_s": global_batch / total,
             "time_to_train_s": ttt,
@@ -107,6 +112,7 @@ class Scorer:
             req.ppp_comp,
             req.ppp_comm,
             req.pipeline,
+            model=problem.model,
         )
 
     def objective_values(self, m: dict[str, np.ndarray], objectives: tuple[str, ...]) -> np.ndarray:

@@ -26,7 +26,13 @@ PALETTE = (
     "#8c6d31",
     "#843c39",
 )
-PHASE_COLORS = {"forward": "#4c78a8", "backward": "#72b7b2", "update": "#eeca3b", "communication": "#e45756"}
+PHASE_COLORS = {
+    "forward": "#4c78a8",
+    "backward": "#72b7b2",
+    "update": "#eeca3b",
+    "communication": "#e45756",
+    "overhead": "#b0b0b0",
+}
 SCHEME_COLORS = {"onetoall": "#e45756", "tree": "#4c78a8", "butterfly": "#54a24b", "ring": "#b279a2"}
 
 
@@ -210,13 +216,14 @@ def breakdown_chart(data: dict) -> str:
         ("backward", "backward_ms"),
         ("update", "update_ms"),
         ("communication", "comm_ms"),
+        ("overhead", "overhead_ms"),  # host-bound stall, framework time, input wait (modern rules)
     ]
-    top = max(sum(p[k] for _, k in parts) for p in front) or 1.0
+    top = max(sum(p.get(k, 0.0) for _, k in parts) for p in front) or 1.0
     body = []
     for i, name in enumerate(PHASE_COLORS):
         body.append(
-            f"<rect x='{ml + i * 140}' y='6' width='10' height='10' fill='{PHASE_COLORS[name]}'/>"
-            f"<text x='{ml + i * 140 + 14}' y='15'>{name}</text>"
+            f"<rect x='{ml + i * 125}' y='6' width='10' height='10' fill='{PHASE_COLORS[name]}'/>"
+            f"<text x='{ml + i * 125 + 14}' y='15'>{name}</text>"
         )
     for r, p in enumerate(front):
         y = mt + r * (bar + gap)
@@ -225,7 +232,7 @@ def breakdown_chart(data: dict) -> str:
         )
         x = ml
         for name, key in parts:
-            width = p[key] / top * pw
+            width = p.get(key, 0.0) / top * pw
             if width <= 0:
                 continue
             tip = escape(f"{p['label']} {name}: {p[key]:,.2f} ms ({p[key] / p['iteration_ms']:.0%})")

@@ -27,7 +27,8 @@ def _best_lines(result) -> list[str]:
         f"iteration {b['iteration_ms']:,.2f} ms   {b['throughput_samples_s']:,.0f} samples/s   "
         f"memory {b['memory_gb']:.1f} of {b['device_memory_gb']:.0f} GB",
         f"  per iteration: forward {b['forward_ms']:,.2f} ms, backward {b['backward_ms']:,.2f} ms, "
-        f"update {b['update_ms']:,.2f} ms, communication {b['comm_ms']:,.2f} ms",
+        f"update {b['update_ms']:,.2f} ms, communication {b['comm_ms']:,.2f} ms"
+        + (f", overhead {b['overhead_ms']:,.2f} ms" if b.get("overhead_ms") else ""),
         "",
         "Why it wins:",
         *[f"  - {w}" for w in b["why"]],

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from costs import comm
 from costs.hardware import PRECISIONS
 from planner.errors import BadInput
+from planner.request import defaults
 
 PARALLEL = ("data", "model", "hybrid")
 SCALING = ("strong", "weak")
@@ -21,22 +22,24 @@ class EstimateRequest:
     """What `planner estimate` was asked. ``batch`` None means the spec's default batch."""
 
     net: str
-    device: str = "TITAN_X"
-    network: str = "ethernet"
+    device: str = defaults.DEVICE
+    network: str = defaults.NETWORK
     batch: int | None = None
     workers: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
     scaling: str = "weak"
     schemes: tuple[str, ...] = comm.PALEO_SCHEMES
-    ppp_comp: float = 1.0
-    ppp_comm: float = 1.0
+    ppp_comp: float = defaults.PPP_COMP
+    ppp_comm: float = defaults.PPP_COMM
     pipeline: bool = False
     parallel: str = "data"
-    rules: str = "paleo-2018"
+    rules: str = defaults.RULES
     conv_algorithm: str = "gemm"
-    precision: str = "fp32"
+    precision: str = defaults.PRECISION  # auto: the device's training precision
     gpus_per_node: int = 1
     split: str | None = None  # hybrid: first model-parallel layer; None derives it
     accumulation: int = 1  # microbatches per optimizer step (gradient accumulation)
+    calibration: str | None = None  # modern rules: profile file; None: the shipped default
+    optimizer: str = defaults.OPTIMIZER
 
 
 def validate(req: EstimateRequest) -> None:
@@ -51,8 +54,8 @@ def validate(req: EstimateRequest) -> None:
         raise BadInput(f"--accumulation must be a positive integer, got {req.accumulation}")
     if req.gpus_per_node < 1:
         raise BadInput(f"--gpus-per-node must be positive, got {req.gpus_per_node}")
-    if req.precision not in PRECISIONS:
-        raise BadInput(f"unknown precision '{req.precision}' (valid: {', '.join(PRECISIONS)})")
+    if req.precision not in (*PRECISIONS, "auto"):
+        raise BadInput(f"unknown precision '{req.precision}' (valid: auto, {', '.join(PRECISIONS)})")
     if req.parallel not in PARALLEL:
         raise BadInput(f"unknown parallelism '{req.parallel}' (valid: {', '.join(PARALLEL)})")
     if req.scaling not in SCALING:
@@ -114,4 +117,5 @@ def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
         gpus_per_node=int(data["gpus_per_node"]),
         split=data["split"],
         accumulation=int(data.get("accumulation", 1)),  # absent from plans of one microbatch
+        calibration=data.get("calibration"),
     )

@@ -16,7 +16,9 @@ from planner import catalog
 from planner.errors import BadInput
 from planner.metrics.limits import Limits
 from planner.metrics.memory import OPTIMIZERS
+from planner.metrics.model import CostModel
 from planner.metrics.scorer import OBJECTIVES
+from planner.request import defaults
 from planner.request.parse import parse_budgets, parse_duration
 
 # A spec without a "training" section trains like the ImageNet nets of the zoo: 90 epochs
@@ -39,19 +41,20 @@ class OptimizeRequest:
     objective: str = "time"
     gpu: str | None = None
     prices: tuple[str, ...] = ()  # DEVICE=USD per GPU-hour overrides of prices.toml
-    network: str = "eth100"
+    network: str = defaults.NETWORK
     epochs: float | None = None
     dataset_size: int | None = None
     global_batch: int | None = None
     max_global_batch: int = 8192
     min_global_batch: int = 1
-    optimizer: str = "momentum"
-    precision: str = "fp32"
+    optimizer: str = defaults.OPTIMIZER
+    precision: str = defaults.PRECISION
     pipeline: bool = False
     hybrid: bool = True
-    ppp_comp: float = 0.62
-    ppp_comm: float = 0.72
-    rules: str = "paleo-2018"
+    ppp_comp: float = defaults.PPP_COMP
+    ppp_comm: float = defaults.PPP_COMM
+    rules: str = defaults.RULES
+    calibration: str | None = None  # profile file; None: the shipped default (modern rules)
     conv_algorithm: str = "gemm"
     trials: int = 200
     timeout: float | None = None
@@ -77,6 +80,7 @@ class Problem:
     costs: object  # costs.coefficients.NetCosts
     epochs: float
     dataset_size: int
+    model: CostModel | None = None  # rule set, calibration profile, optimizer
 
     def axis_option(self, name: str) -> str | None:
         """The user's text for a declared axis's option, or None when not given."""
@@ -139,8 +143,8 @@ def _check_numbers(req: OptimizeRequest) -> None:
     """Counts, batches, fractions and names that need no catalog."""
     if req.optimizer not in OPTIMIZERS:
         raise BadInput(f"--optimizer '{req.optimizer}' (valid: {', '.join(OPTIMIZERS)})")
-    if req.precision != "any" and req.precision not in PRECISIONS:
-        raise BadInput(f"--precision '{req.precision}' (valid: {', '.join(PRECISIONS)}, any)")
+    if req.precision not in (*PRECISIONS, "auto", "any"):
+        raise BadInput(f"--precision '{req.precision}' (valid: auto, {', '.join(PRECISIONS)}, any)")
     for name, v in (
         ("--trials", req.trials),
         ("--max-global-batch", req.max_global_batch),
@@ -165,8 +169,10 @@ def _training(req: OptimizeRequest, costs) -> tuple[float, int]:
     dataset = req.dataset_size
     if dataset is None:
         dataset = training.get("dataset_size", IMAGENET_TRAIN)
-    if epochs <= 0 or dataset < 1:
-        raise BadInput("--epochs and --dataset-size must be positive")
+    if not (0 < epochs < float("inf")) or dataset < 1:  # rejects nan and inf too
+        raise BadInput(
+            f"--epochs must be a positive finite number (got {epochs}) and --dataset-size positive"
+        )
     return float(epochs), int(dataset)
 
 
@@ -194,4 +200,5 @@ def validate(req: OptimizeRequest) -> Problem:
         costs=costs,
         epochs=epochs,
         dataset_size=dataset,
+        model=CostModel.of(req.rules, req.calibration, req.optimizer),
     )

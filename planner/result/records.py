@@ -19,12 +19,13 @@ PLAN_BREAKDOWN = [
     "backward_ms",
     "update_ms",
     "comm_ms",
+    "overhead_ms",
     "iteration_ms",
     "throughput_samples_s",
     "memory_gb",
 ]
 PLAN_COLUMNS = [*PLAN_AXES, "network", "time_to_train_s", "cost_usd", *PLAN_BREAKDOWN]
-_MS = ("forward", "backward", "update", "compute", "sync", "act_comm", "comm", "iteration")
+_MS = ("forward", "backward", "update", "compute", "sync", "act_comm", "comm", "overhead", "iteration")
 
 
 def scalar(v):
@@ -71,12 +72,13 @@ def estimate_command(scorer: Scorer, rec: dict) -> str:
     options, the model's options, then the options of axes that come last."""
     head = [a.estimate_args(rec) for a in AXES if not a.estimate_tail]
     tail = [a.estimate_args(rec) for a in AXES if a.estimate_tail]
-    model = [
-        f"--ppp-comp {scorer.ppp_comp}",
-        f"--ppp-comm {scorer.ppp_comm}",
-        f"--rules {scorer.costs.rules.name}",
-        f"--conv-algorithm {scorer.costs.algorithm}",
-    ]
+    cm = scorer.model
+    if cm is not None and cm.modern:  # the modern rules: profile and optimizer, no PPP
+        model = [f"--rules {cm.rules}", f"--optimizer {cm.optimizer}"]
+        model += [f"--calibration {cm.calibration}"] if cm.calibration else []
+    else:
+        model = [f"--ppp-comp {scorer.ppp_comp}", f"--ppp-comm {scorer.ppp_comm}", f"--rules {scorer.costs.rules.name}"]
+    model.append(f"--conv-algorithm {scorer.costs.algorithm}")
     parts = ["planner estimate", scorer.costs.net.source.removesuffix(".json")]
     parts += [x for args in head for x in args] + model + [x for args in tail for x in args]
     if scorer.pipeline:

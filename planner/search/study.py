@@ -20,7 +20,7 @@ from planner.errors import BadInput, PlannerError
 from planner.metrics.scorer import Scorer
 from planner.search import shared
 from planner.search.refine import refine, refine_front
-from planner.search.scored import Scored, score
+from planner.search.scored import Scored, best_index, front_indices, score
 from planner.search.shared import STALE_AFTER_S
 
 
@@ -113,9 +113,32 @@ def _tell(scorer: Scorer, objectives, study, asked, cache: dict, stats: SearchSt
     stats.trials += len(asked)
 
 
+REFINED = "planner_refined"  # study user attribute: plans refinement found (index keys by axis name)
+
+
+def _remember_refined(space, study, found: Scored, objectives) -> None:
+    """Keep the refined best (or front) in the study, so a resumed run starts from it: Optuna
+    stores only asked trials, and refinement's plans are not trials (trial counts stay exact)."""
+    idx = [best_index(found)] if len(objectives) == 1 else list(front_indices(found))
+    idx = [i for i in idx if i is not None]
+    if not idx:
+        return
+    old = study.user_attrs.get(REFINED, [])
+    plain = lambda v: v.item() if hasattr(v, "item") else v  # noqa: E731  (JSON-safe)
+    new = [{a: plain(space.choices(a)[int(k)]) for a, k in zip(space.names, found.key(i))} for i in idx]
+    merged = old + [p for p in new if p not in old]
+    study.set_user_attr(REFINED, merged[-64:])
+
+
 def _study_keys(space, study) -> set[tuple[int, ...]]:
-    """Every completed trial of the study (also those of earlier runs or other workers)."""
+    """Every completed trial of the study (also those of earlier runs or other workers), and
+    the plans earlier runs' refinement found."""
     keys = set()
+    for params in study.user_attrs.get(REFINED, []):
+        try:
+            keys.add(tuple(space.choices(a).index(params[a]) for a in space.names))
+        except (KeyError, ValueError):
+            continue  # a plan of a different space
     for t in study.get_trials(deepcopy=False, states=shared.COMPLETE):
         if all(a in t.params for a in space.names):
             try:
@@ -158,6 +181,7 @@ def run(
     found = score(scorer, dict(zip(scorer.space.names, arr, strict=True)), objectives)
     if refine_result:
         found = (refine if len(objectives) == 1 else refine_front)(scorer, objectives, found, stats)
+        _remember_refined(scorer.space, study, found, objectives)
     stats.evaluated_plans = scorer.evaluated
     stats.seconds = time.perf_counter() - start
     return found, stats

@@ -143,8 +143,18 @@ def _accumulation_valid(ch: Chosen) -> np.ndarray:
 
 
 def _precision_choices(problem: Problem) -> tuple[str, ...]:
+    """One precision, every one (``any``), or ``auto``: each GPU's own training precision."""
     p = problem.request.precision
     return PRECISIONS if p == "any" else (p,)
+
+
+def _precision_plan(ch: Chosen) -> dict[str, np.ndarray]:
+    """Precision index per plan; "auto" resolves per GPU type (bf16, else fp16 tensor cores,
+    else fp32; costs.hardware.auto_precision)."""
+    names = ch.space.choices("precision")
+    fixed = np.array([PRECISIONS.index(x) if x in PRECISIONS else -1 for x in names])[ch.index("precision")]
+    auto = np.asarray(ch.space.auto_precision, dtype=np.int64)
+    return {"precision": np.where(fixed >= 0, fixed, auto[ch.index("gpu")] if auto.size else 0)}
 
 
 def _check_choice(name: str, values: tuple) -> tuple:
@@ -223,8 +233,8 @@ AXES: tuple[Axis, ...] = (
     Axis(
         "precision",
         choices=_precision_choices,
-        plan=lambda ch: {"precision": _lookup(PRECISIONS, "precision")(ch)},
-        fields=(Field("precision", lambda ch, m: ch.value("precision")),),
+        plan=_precision_plan,
+        fields=(Field("precision", lambda ch, m: m["precision_name"]),),
         estimate_args=lambda r: [f"--precision {r['precision']}"],
     ),
     # Gradient accumulation: microbatches per optimizer step, gradients AllReduced once per

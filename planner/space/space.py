@@ -30,6 +30,7 @@ class Space:
     max_per_node: tuple[int, ...]  # per gpu choice
     layers: tuple  # the net's layer specs (names of split points)
     global_batch: int | None = None  # fixes GPUs x batch (x accumulation): strong scaling
+    auto_precision: tuple[int, ...] = ()  # per gpu choice: the precision index "auto" means
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -85,4 +86,14 @@ def build(problem: Problem) -> Space:
         max_per_node=tuple(i.device.max_per_node for i in problem.devices),
         layers=tuple(problem.costs.net.layers),
         global_batch=problem.request.global_batch,
+        auto_precision=tuple(int(x) for x in auto_precision(problem.devices)),
     )
+
+
+def auto_precision(infos) -> np.ndarray:
+    """Precision index per catalog device: what "auto" trains in (costs.hardware.auto_precision)."""
+    from costs.hardware import DeviceTable
+    from costs.hardware import auto_precision as resolve
+
+    table = DeviceTable.of([i.device for i in infos])
+    return resolve(table.peak, np.arange(len(infos)))

@@ -1,0 +1,71 @@
+"""`planner calibrate` and `planner validate`: parse options, call, print and write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from planner.cli.app import app
+
+
+@app.command()
+def calibrate(
+    measurements: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="CSV file(s) of measured runs (default: the shipped configs/measurements/cnn.csv)."
+        ),
+    ] = None,
+    output: Annotated[
+        str | None, typer.Option("-o", "--output", help="Write the fitted profile (TOML) here.")
+    ] = None,
+    loso: Annotated[
+        bool, typer.Option("--loso/--no-loso", help="Measure the held-out error: refit without each source.")
+    ] = True,
+) -> None:
+    """Fit the modern rule set's efficiencies to measured runs; print the fit, the
+    leave-one-source-out error per source and the parameters the runs could not identify."""
+    from planner.calibrate.commands import run_calibrate
+    from planner.errors import BadInput
+
+    if output and Path(output).is_dir():
+        raise BadInput(f"-o {output}: is a folder; give a file name such as profile.toml")
+    out = run_calibrate(list(measurements or []), loso=loso)
+    typer.echo(out.text, nl=False)
+    if output:
+        target = Path(output)
+        tmp = target.with_name(f".{target.name}.partial")
+        tmp.write_text(out.profile_toml)
+        tmp.replace(target)  # whole or not at all
+        typer.echo(f"Saved: {target} (use it with --calibration {target})")
+    else:
+        typer.echo("Not saved: give -o FILE to keep the profile.")
+
+
+@app.command()
+def validate(
+    measurements: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="CSV file(s) of measured runs (default: the shipped configs/measurements/cnn.csv)."
+        ),
+    ] = None,
+    calibration: Annotated[
+        str | None, typer.Option(help="Calibration profile (TOML; default: the shipped default profile).")
+    ] = None,
+    out: Annotated[
+        str | None, typer.Option(help="Report folder (default: results/<timestamp>_validate/).")
+    ] = None,
+    results: Annotated[str, typer.Option(help="Where default report folders go.")] = "results",
+) -> None:
+    """Prediction error against measured runs: median and p90 absolute percentage error and
+    bias per source, the worst rows, and a report with a predicted-vs-measured scatter plot."""
+    from planner.calibrate.commands import run_validate
+    from planner.report.files import run_dir, write_atomic
+
+    v = run_validate(list(measurements or []), calibration)
+    typer.echo(v.text, nl=False)
+    target = write_atomic(Path(out) if out else run_dir(results, "measurements", "validate"), v.files)
+    typer.echo(f"Report: {target / 'report.html'} (also report.md, predictions.csv)")

@@ -1,0 +1,17 @@
+"""Defaults shared by every command (optimize, pareto, sweep, estimate): one place, one set.
+
+The cost model is the ``modern`` rule set with the shipped calibration profile, in the
+precision a GPU trains in today (``auto``: bf16 mixed precision where the device has it, else
+fp16 tensor cores, else fp32). PALEO's rule sets keep their own knobs, PPP_comp and PPP_comm,
+defaulting to the values of PALEO's own profiler, 0.62 and 0.72 (paleo-model.md §A.10).
+"""
+
+from __future__ import annotations
+
+RULES = "modern"
+PRECISION = "auto"
+PPP_COMP = 0.62
+PPP_COMM = 0.72
+NETWORK = "eth100"  # 100 Gbit/s Ethernet between nodes
+OPTIMIZER = "momentum"  # SGD with momentum, as the zoo's CNNs train
+DEVICE = "H100_SXM"  # `planner estimate` without --device
