@@ -41,6 +41,34 @@ MODERN = [
     "MI300X",
 ]
 
+# Devices added beside the first modern set: key -> (fp32 TFLOP/s, fp16 TFLOP/s or None, memory GB,
+# GB/s, TDP W), as cited in configs/devices.toml (vendor datasheets and spec pages named there).
+ADDED = {
+    "K80_DIE": (2.8, None, 12, 240, 150),
+    "M40": (6.844, None, 12, 288.4, 250),
+    "P40": (11.76, None, 24, 346, 250),
+    "TITAN_XP": (12.15, None, 12, 547.7, 250),
+    "RTX_2080_TI": (13.45, 53.8, 11, 616, 250),
+    "A100_40GB_PCIE": (19.5, 312.0, 40, 1555, 250),
+    "A100_80GB_PCIE": (19.5, 312.0, 80, 1935, 300),
+    "A30": (10.32, 165.2, 24, 933, 165),
+    "RTX_3090": (35.6, 71.0, 24, 936, 350),
+    "RTX_A6000": (38.7, 154.8, 48, 768, 300),
+    "RTX_4090": (82.6, 165.2, 24, 1008, 450),
+    "L40S": (91.6, 362.05, 48, 864, 350),
+    "GH200": (67.0, 990.0, 96, 4000, 1000),
+    "MI250": (45.3, 362.1, 128, 3276.8, 500),
+    "MI325X": (163.4, 1307.4, 256, 6000, 1000),
+}
+# GeForce FP16 tensor peaks with FP16 accumulate (the vendor headline, dense): Turing whitepaper
+# via github.com/sultim-t/prboom-plus-rt/issues/98 (2080 Ti 107.6); Tom's Hardware spec tables
+# (3090: 142; 4090: 661 with sparsity -> 330.5, waredb.com dense FP8/FP32-acc 330.3).
+GEFORCE_FP16_ACC = {"RTX_2080_TI": 107.6, "RTX_3090": 142.0, "RTX_4090": 330.5}
+# Generations with tensor/matrix TF32, BF16 and FP8 (devices.toml header: which precisions exist).
+TF32_GENERATIONS = {"Ampere", "Ada Lovelace", "Hopper", "Blackwell", "CDNA3"}
+BF16_GENERATIONS = TF32_GENERATIONS | {"CDNA2"}
+FP8_GENERATIONS = {"Ada Lovelace", "Hopper", "Blackwell", "CDNA3"}
+
 DEVICES = catalog.devices()
 NETWORKS = catalog.networks()
 
@@ -117,6 +145,55 @@ def test_tensor_precisions_are_faster_than_fp32():
         for p in ("fp16", "bf16", "tf32"):
             if p in peak:
                 assert peak[p] >= peak["fp32"], (key, p)
+
+
+@pytest.mark.parametrize("key", list(ADDED))
+def test_added_devices(key):
+    fp32, fp16, mem_gb, gbs, tdp = ADDED[key]
+    d = DEVICES[key]
+    assert d.paleo is False
+    assert d.price_usd_per_hour is None  # no price: they stay out of default searches
+    assert d.raw["peak_tflops"]["fp32"] == fp32
+    assert d.raw["peak_tflops"].get("fp16") == fp16
+    assert (d.raw["memory_gb"], d.raw["mem_bandwidth_gbs"], d.raw["tdp_w"]) == (mem_gb, gbs, tdp)
+    assert d.device.peak_flops["fp32"] == pytest.approx(fp32 * 1e12)
+
+
+def test_k80_die_is_half_a_k80_board():
+    board, die = DEVICES["K80"], DEVICES["K80_DIE"]
+    for k in ("memory_gb", "mem_bandwidth_gbs", "tdp_w"):
+        assert die.raw[k] * 2 == board.raw[k], k
+    assert die.raw["peak_tflops"]["fp32"] * 2 == board.raw["peak_tflops"]["fp32"]
+    assert die.raw["clock_mhz"] == board.raw["clock_mhz"]
+    assert die.device.max_per_node == 2 * board.device.max_per_node  # AWS p2.16xlarge: 16 dies, 8 boards
+    assert die.device.intra_link == board.device.intra_link
+    assert board.paleo and not die.paleo
+
+
+@pytest.mark.parametrize("key", list(GEFORCE_FP16_ACC))
+def test_geforce_fp16_is_the_fp32_accumulate_rate(key):
+    """GeForce cards run FP16 tensor math with FP32 accumulate at half the FP16-accumulate rate."""
+    assert DEVICES[key].raw["peak_tflops"]["fp16"] == pytest.approx(GEFORCE_FP16_ACC[key] / 2, rel=2e-3)
+    # the professional GA102 (RTX A6000) runs it at full rate: 4x its FP32 rate, the 3090 only 2x
+    a6000, g3090 = DEVICES["RTX_A6000"].raw["peak_tflops"], DEVICES["RTX_3090"].raw["peak_tflops"]
+    assert a6000["fp16"] / a6000["fp32"] == pytest.approx(4, rel=1e-3)
+    assert g3090["fp16"] / g3090["fp32"] == pytest.approx(2, rel=1e-2)
+
+
+@pytest.mark.parametrize("key", list(DEVICES))
+def test_precisions_follow_the_generation(key):
+    d = DEVICES[key]
+    peak, gen = d.raw["peak_tflops"], d.raw.get("generation", "")
+    assert ("tf32" in peak) == (gen in TF32_GENERATIONS), (key, gen)
+    assert ("bf16" in peak) == (gen in BF16_GENERATIONS), (key, gen)
+    assert ("fp8" in peak) == (gen in FP8_GENERATIONS), (key, gen)
+
+
+@pytest.mark.parametrize("key", list(DEVICES))
+def test_pcie_cards_use_a_pcie_link(key):
+    d = DEVICES[key]
+    if d.raw.get("form_factor") == "pcie":
+        assert d.device.intra_link.startswith("pcie"), key
 
 
 # ---- networks ----------------------------------------------------------------------------------

@@ -289,3 +289,38 @@ def test_price_overrides():
     for bad in ("H100_SXM", "H100_SXM=abc", "H100_SXM=-1", "Z9=1"):
         with pytest.raises(PlannerError):
             build(OptimizeRequest("alexnet", prices=(bad,)))
+
+
+def test_default_gpus_are_the_priced_current_devices():
+    """The default search covers every non-PALEO device with a price and nothing else, so catalog
+    entries without a price (e.g. RTX_3090, K80_DIE, MI250) never enter it."""
+    from planner.request.optimize import select_gpus
+
+    devices = catalog.devices()
+    want = [k for k, d in devices.items() if not d.paleo and k in catalog.prices()]
+    assert select_gpus(None) == want
+    unpriced = [k for k, d in devices.items() if not d.paleo and k not in catalog.prices()]
+    assert {"RTX_3090", "K80_DIE", "MI250", "A100_40GB_PCIE"} <= set(unpriced)
+    assert not set(unpriced) & set(select_gpus(None))
+    assert select_gpus(None, {"RTX_3090": 0.5}) == [k for k in devices if k in want or k == "RTX_3090"]
+
+
+def test_gpu_prefixes_and_prices():
+    """A prefix selects every device it matches; when the search needs a cost, only priced ones
+    (an unpriced device's plans would all be invalid). A full key always selects its device."""
+    from planner.request.optimize import select_gpus
+
+    a100 = ["A100_40GB", "A100_80GB", "A100_40GB_PCIE", "A100_80GB_PCIE"]
+    assert select_gpus("a100") == a100
+    assert select_gpus("A100", priced_only=True) == ["A100_40GB", "A100_80GB"]
+    assert select_gpus("A100", {"A100_80GB_PCIE": 1.5}, priced_only=True) == [
+        "A100_40GB",
+        "A100_80GB",
+        "A100_80GB_PCIE",
+    ]
+    assert select_gpus("A100_40GB_PCIE", priced_only=True) == ["A100_40GB_PCIE"]
+    assert select_gpus("MI250") == ["MI250"]  # an exact key wins over the MI250X prefix match
+    assert select_gpus("K80") == ["K80"]
+    with pytest.raises(BadInput, match=r"--gpu 'RTX' matches only devices without a price \(RTX_2080_TI"):
+        select_gpus("RTX", priced_only=True)
+    assert select_gpus("RTX") == ["RTX_2080_TI", "RTX_3090", "RTX_A6000", "RTX_4090"]

@@ -123,16 +123,31 @@ def _matching(devices: dict, part: str) -> list[str]:
     return exact or [k for k in devices if k.lower().startswith(part.lower().replace("-", "_"))]
 
 
-def select_gpus(pattern: str | None, prices: dict[str, float] | None = None) -> list[str]:
-    """Device keys for ``--gpu A100,H100`` (case-insensitive prefixes); default: current GPUs
-    with a price (the catalog's or one given with --price)."""
+def select_gpus(
+    pattern: str | None, prices: dict[str, float] | None = None, priced_only: bool = False
+) -> list[str]:
+    """Device keys for ``--gpu A100,H100`` (case-insensitive keys or key prefixes); default:
+    current GPUs with a price (the catalog's or one given with --price).
+
+    With ``priced_only`` (a search that needs a cost), a prefix keeps only the devices it matches
+    that have a price: an unpriced device has no cost, so every plan on it would be invalid. A
+    full key still selects its device."""
     devices = catalog.devices()
+    priced = {k for k, d in devices.items() if d.price_usd_per_hour is not None} | set(prices or {})
     if not pattern:
-        priced = lambda k, d: d.price_usd_per_hour is not None or k in (prices or {})
-        return [k for k, d in devices.items() if not d.paleo and priced(k, d)]
+        return [k for k, d in devices.items() if not d.paleo and k in priced]
     keys: list[str] = []
     for part in filter(None, (p.strip() for p in pattern.split(","))):
         hits = _matching(devices, part)
+        exact = any(k.lower() == part.lower() for k in hits)
+        if hits and priced_only and not exact:
+            unpriced = [h for h in hits if h not in priced]
+            hits = [h for h in hits if h in priced]
+            if not hits:
+                raise BadInput(
+                    f"--gpu '{part}' matches only devices without a price ({', '.join(unpriced)}); "
+                    "give --price DEVICE=USD or name the device by its key"
+                )
         if not hits:
             raise BadInput(f"--gpu '{part}' matches no device (valid: {', '.join(devices)})")
         keys += [h for h in hits if h not in keys]
@@ -183,7 +198,7 @@ def validate(req: OptimizeRequest) -> Problem:
     deadline = parse_duration(req.deadline)
     _check_numbers(req)
     prices = parse_prices(req.prices)
-    gpus = select_gpus(req.gpu, prices)
+    gpus = select_gpus(req.gpu, prices, priced_only="cost" in objectives or max_usd is not None)
     net_info = catalog.network(req.network)
     costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm)
     epochs, dataset = _training(req, costs)
