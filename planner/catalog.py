@@ -222,7 +222,13 @@ def link_table(keys: list[str] | tuple[str, ...]) -> LinkTable:
 
 
 _EFF_KEYS = {"value": (int, float), "source": str, "date": str, **{p: (int, float) for p in PRECISIONS}}
-_EFF_TABLES = ("gemm", "vector", "memory", "link", "overhead", "loader")
+_EFF_TABLES = ("gemm", "vector", "memory", "link", "overhead", "loader", "host")
+# A loader's rate is per host CPU core (CPU decoding) or per GPU (GPU decoding): exactly one key.
+_LOADER_RATES = ("samples_per_s_per_core", "samples_per_s_per_gpu")
+_EFF_SCHEMAS = {
+    "loader": {**{k: (int, float) for k in _LOADER_RATES}, "source": str, "date": str},
+    "host": {"cpu_cores_per_gpu": (int, float), "source": str, "date": str},
+}
 
 
 @lru_cache(maxsize=1)
@@ -235,13 +241,19 @@ def efficiencies() -> dict[str, dict]:
             f"efficiencies.toml: unknown table(s) {', '.join(sorted(unknown))} (valid: {', '.join(_EFF_TABLES)})"
         )
     for table, entries in data.items():
-        schema = (
-            _EFF_KEYS
-            if table != "loader"
-            else {"samples_per_s_per_core": (int, float), "source": str, "date": str}
-        )
+        schema = _EFF_SCHEMAS.get(table, _EFF_KEYS)
         for key, e in entries.items():
-            _check("efficiencies.toml", f"{table}.{key}", e, schema, set(schema) - {"source", "date"})
+            where = f"{table}.{key}"
+            _check("efficiencies.toml", where, e, schema, set(schema) - {"source", "date"})
+            values = {k: v for k, v in e.items() if k not in ("source", "date")}
+            if table == "loader" and len(values) != 1:
+                raise CatalogError(
+                    f"efficiencies.toml: [{where}] needs exactly one of {', '.join(_LOADER_RATES)}"
+                )
+            if table == "host" and not values:
+                raise CatalogError(f"efficiencies.toml: [{where}] lacks cpu_cores_per_gpu")
+            if table in _EFF_SCHEMAS and any(v <= 0 for v in values.values()):
+                raise CatalogError(f"efficiencies.toml: [{where}] needs positive values")
     return data
 
 
@@ -278,9 +290,25 @@ def efficiency(device_keys, link_keys):
     )
 
 
-def loader_rates() -> dict[str, float]:
-    """Data-loader throughputs by name, in samples/s per host CPU core."""
-    return {k: float(e["samples_per_s_per_core"]) for k, e in efficiencies().get("loader", {}).items()}
+def loader_rates() -> dict[str, dict[str, float]]:
+    """Data-loader throughputs by name: {name: {rate key: samples/s}}.
+
+    The rate key says what the rate is per: ``samples_per_s_per_core`` (a host CPU core; a node's
+    rate is that times :func:`host_cores_per_gpu` times its GPUs) or ``samples_per_s_per_gpu``
+    (GPU decoding; a node's rate is that times its GPUs).
+    """
+    return {
+        name: {k: float(v) for k, v in e.items() if k in _LOADER_RATES}
+        for name, e in efficiencies().get("loader", {}).items()
+    }
+
+
+def host_cores_per_gpu() -> float:
+    """Host CPU cores per GPU of a typical training node ([host.default] of efficiencies.toml)."""
+    entry = efficiencies().get("host", {}).get("default")
+    if entry is None:
+        raise CatalogError("efficiencies.toml: no [host.default] entry (cpu_cores_per_gpu)")
+    return float(entry["cpu_cores_per_gpu"])
 
 
 def zoo() -> dict[str, Path]:
