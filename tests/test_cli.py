@@ -63,8 +63,20 @@ def ok_json(capsys, *argv):
 
 # PALEO's own setting (its CLI defaults: TITAN_X, 10 Gbit/s Ethernet, PPP 1.0, fp32), for tests
 # of PALEO's formulas; planner's defaults are the modern rules (planner.request.defaults).
-PALEO = ["--device", "TITAN_X", "--network", "ethernet", "--rules", "paleo-2018", "--precision", "fp32",
-         "--ppp-comp", "1", "--ppp-comm", "1"]
+PALEO = [
+    "--device",
+    "TITAN_X",
+    "--network",
+    "ethernet",
+    "--rules",
+    "paleo-2018",
+    "--precision",
+    "fp32",
+    "--ppp-comp",
+    "1",
+    "--ppp-comm",
+    "1",
+]
 
 
 def test_estimate_json_records(capsys):

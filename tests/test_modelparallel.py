@@ -334,4 +334,6 @@ def test_cli_workers_conflicting_with_splits(capsys):
     assert main(["estimate", *PALEO, MP2, "--parallel", "model", "--workers", "8"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error:") and "2" in err
-    assert main(["estimate", *PALEO, MP2, "--parallel", "model", "--workers", "1,2,4", "--format", "json"]) == 0
+    assert (
+        main(["estimate", *PALEO, MP2, "--parallel", "model", "--workers", "1,2,4", "--format", "json"]) == 0
+    )

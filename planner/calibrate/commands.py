@@ -27,6 +27,11 @@ def load_profile(path: str | None) -> profile.Profile:
     return profile.load(path) if path else default_profile()
 
 
+def _display(path: str) -> str:
+    """A measurement file as recorded in a profile: its name, never a machine's path."""
+    return Path(path).name
+
+
 def _read_runs(files: list[str]) -> list[measurements.Run]:
     if not files:
         files = [str(p) for p in measurements.shipped()]
@@ -53,7 +58,7 @@ class CalibrateOutput:
 def run_calibrate(files: list[str], loso: bool = True) -> CalibrateOutput:
     """Fit a profile to the runs of ``files`` and describe the fit and its held-out error."""
     runs = _read_runs(files)
-    c = calibrate(runs, files or [str(p) for p in measurements.shipped()], loso=loso)
+    c = calibrate(runs, [_display(f) for f in files] or ["configs/measurements/cnn.csv"], loso=loso)
     m = c.profile.meta
     inside = cal.summary(c.fit.log_residuals)
     lines = [

@@ -78,6 +78,12 @@ def estimate(
     optimizer: Annotated[
         str, typer.Option(help="Modern rules: optimizer step traffic, sgd, momentum or adam.")
     ] = defaults.OPTIMIZER,
+    data_loader: Annotated[
+        str,
+        typer.Option(
+            help="Modern rules: input pipeline bound, cpu, dali, none; auto: cpu for ImageNet-style nets."
+        ),
+    ] = defaults.DATA_LOADER,
     conv_algorithm: Annotated[
         ConvAlg, typer.Option(help="Convolution cost model; best = the cheaper per layer.")
     ] = ConvAlg.gemm,
@@ -132,6 +138,7 @@ def estimate(
             accumulation=accumulation,
             calibration=calibration,
             optimizer=optimizer,
+            data_loader=data_loader,
         )
     records = run(req)
     if format is Fmt.json:

@@ -173,6 +173,7 @@ def _optimize_request(opts: dict):
         ppp_comm=opts["ppp_comm"],
         rules=opts["rules"].value,
         calibration=opts.get("calibration"),
+        data_loader=opts.get("data_loader", defaults.DATA_LOADER),
         conv_algorithm=opts["conv_algorithm"].value,
         trials=opts["trials"],
         timeout=opts["timeout"],

@@ -17,7 +17,7 @@ from planner import catalog
 from planner.errors import BadInput, UnsupportedError
 from planner.estimate.modelparallel import estimate_model_parallel
 from planner.estimate.records import hardware, precision_of, record
-from planner.metrics.model import CostModel
+from planner.metrics.model import CostModel, loader_for
 from planner.request.estimate import EstimateRequest, validate
 
 
@@ -45,8 +45,10 @@ def estimate(req: EstimateRequest) -> list[dict]:
             f"device {info.key} has no {precision} peak in the catalog "
             f"(has: {', '.join(info.device.peak_flops)})"
         )
-    model = CostModel.of(req.rules, req.calibration, req.optimizer)
     costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm)
+    model = CostModel.of(
+        req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader)
+    )
     if costs.net.has_model_parallel and req.parallel == "model":
         if model.modern:
             raise UnsupportedError(
@@ -70,7 +72,10 @@ def estimate(req: EstimateRequest) -> list[dict]:
     ss = np.concatenate([sch, schemes])
     sp = np.concatenate([np.full_like(k, split), np.full_like(schemes, costs.n_layers)])
     p = plans(costs.n_layers, workers=kk, batch=nn, scheme=ss, split=sp, **common)
-    r = evaluate(costs, p, devices, links, **model.kwargs(devices, links))
+    kw = model.kwargs(devices, links)
+    if model.modern and np.isfinite(model.loader_per_gpu):  # a node's loader feeds its GPUs
+        kw["loader_rate"] = model.loader_per_gpu * np.minimum(p.gpus_per_node, p.workers)
+    r = evaluate(costs, p, devices, links, **kw)
     m = len(k)
     one = r.total[m:]  # T(1) per scheme, in scheme order
     t1 = np.tile(one, len(workers))

@@ -17,28 +17,51 @@ from costs.rules import get_rules
 from planner import catalog
 from planner.calibrate import profile as profiles
 
+LOADERS = ("auto", "cpu", "dali", "none")
+# catalog loader entries (configs/efficiencies.toml [loader.*]) behind each --data-loader choice
+_LOADER_ENTRY = {"cpu": "cpu_jpeg", "dali": "gpu_dali"}
+
 
 @dataclass(frozen=True)
 class CostModel:
-    """Rule set + profile + optimizer. ``calibration`` None: the shipped default profile."""
+    """Rule set + profile + optimizer + data loader. ``calibration`` None: the shipped default
+    profile. ``loader``: cpu (JPEG decoding on the host's cores), dali (GPU decoding) or none."""
 
     rules: str
     calibration: str | None = None
     optimizer: str = "momentum"
+    loader: str = "none"
     profile: profiles.Profile = field(default=profiles.EMPTY, compare=False)
 
     @classmethod
-    def of(cls, rules: str, calibration: str | None = None, optimizer: str = "momentum") -> CostModel:
+    def of(
+        cls, rules: str, calibration: str | None = None, optimizer: str = "momentum", loader: str = "none"
+    ) -> CostModel:
         """Validate the names and load the profile once (one-line errors for bad ones)."""
+        from planner.errors import BadInput
+
         modern = get_rules(rules).modern
         if calibration and not modern:
-            from planner.errors import BadInput
-
             raise BadInput(f"--calibration applies to the modern rule set, not {rules}")
-        prof = (
-            (profiles.load(calibration) if calibration else default_profile()) if modern else profiles.EMPTY
-        )
-        return cls(rules, calibration, optimizer, prof)
+        if loader not in LOADERS:
+            raise BadInput(f"--data-loader '{loader}' (valid: {', '.join(LOADERS)})")
+        prof = profiles.EMPTY
+        if modern:
+            prof = profiles.load(calibration) if calibration else default_profile()
+        return cls(rules, calibration, optimizer, loader if modern else "none", prof)
+
+    @property
+    def loader_per_gpu(self) -> float:
+        """Samples/s one GPU's share of its node's data loader sustains (inf: no bound).
+
+        cpu: samples/s per host core x host cores per GPU; dali: GPU decoding per GPU
+        (configs/efficiencies.toml [loader.*] and [host.default], with their sources)."""
+        if self.loader not in _LOADER_ENTRY:
+            return float("inf")
+        rate = catalog.loader_rates()[_LOADER_ENTRY[self.loader]]
+        if "samples_per_s_per_core" in rate:
+            return rate["samples_per_s_per_core"] * catalog.host_cores_per_gpu()
+        return rate["samples_per_s_per_gpu"]
 
     @property
     def modern(self) -> bool:
@@ -60,7 +83,16 @@ class CostModel:
     def describe(self) -> str:
         if not self.modern:
             return f"rules {self.rules}"
-        return f"rules {self.rules}, calibration {self.calibration or 'default'}"
+        return f"rules {self.rules}, calibration {self.calibration or 'default'}, data loader {self.loader}"
+
+
+def loader_for(net_meta: dict, choice: str) -> str:
+    """``auto``: a CPU JPEG loader for nets trained on JPEG image sets read from storage
+    (ImageNet), none for others (synthetic or in-memory data); else the choice as given."""
+    if choice != "auto":
+        return choice
+    dataset = str(net_meta.get("training", {}).get("dataset", ""))
+    return "cpu" if "imagenet" in dataset.lower() else "none"
 
 
 def default_profile() -> profiles.Profile:

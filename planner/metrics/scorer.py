@@ -57,11 +57,15 @@ class Scorer:
 
     def __post_init__(self) -> None:
         self._kwargs = self.model.kwargs(self.devices, self.links) if self.model else {}
+        self._loader = self.model.loader_per_gpu if self.model and self.model.modern else float("inf")
 
     def metrics(self, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Every reported number of every plan (arrays), see the module docstring."""
         p = self.space.to_plans(cols, ppp_comp=self.ppp_comp, ppp_comm=self.ppp_comm, pipeline=self.pipeline)
-        r = evaluate(self.costs, p, self.devices, self.links, **self._kwargs)
+        kw = dict(self._kwargs)
+        if np.isfinite(self._loader):  # a node's loader feeds its GPUs
+            kw["loader_rate"] = self._loader * np.minimum(p.gpus_per_node, p.workers)
+        r = evaluate(self.costs, p, self.devices, self.links, **kw)
         self.evaluated += len(p)
         prec = np.asarray(PRECISIONS)[p.precision]
         param_bytes = np.array([memory.bytes_per_param(x, self.optimizer) for x in PRECISIONS])
@@ -87,6 +91,7 @@ class Scorer:
             "compute_s": r.compute,
             "comm_s": r.comm,
             "overhead_s": getattr(r, "overhead", np.zeros(len(p))) + getattr(r, "input_stall", 0.0),
+            "input_s": getattr(r, "input_stall", np.zeros(len(p))),
             "iteration_s": total,
             "throughput_samples_s": global_batch / total,
             "time_to_train_s": ttt,

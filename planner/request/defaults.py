@@ -15,3 +15,4 @@ PPP_COMM = 0.72
 NETWORK = "eth100"  # 100 Gbit/s Ethernet between nodes
 OPTIMIZER = "momentum"  # SGD with momentum, as the zoo's CNNs train
 DEVICE = "H100_SXM"  # `planner estimate` without --device
+DATA_LOADER = "auto"  # a CPU JPEG loader for image sets read from storage, none otherwise

@@ -40,6 +40,7 @@ class EstimateRequest:
     accumulation: int = 1  # microbatches per optimizer step (gradient accumulation)
     calibration: str | None = None  # modern rules: profile file; None: the shipped default
     optimizer: str = defaults.OPTIMIZER
+    data_loader: str = defaults.DATA_LOADER  # auto | cpu | dali | none (modern rules)
 
 
 def validate(req: EstimateRequest) -> None:

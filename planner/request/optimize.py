@@ -16,7 +16,7 @@ from planner import catalog
 from planner.errors import BadInput
 from planner.metrics.limits import Limits
 from planner.metrics.memory import OPTIMIZERS
-from planner.metrics.model import CostModel
+from planner.metrics.model import CostModel, loader_for
 from planner.metrics.scorer import OBJECTIVES
 from planner.request import defaults
 from planner.request.parse import parse_budgets, parse_duration
@@ -55,6 +55,7 @@ class OptimizeRequest:
     ppp_comm: float = defaults.PPP_COMM
     rules: str = defaults.RULES
     calibration: str | None = None  # profile file; None: the shipped default (modern rules)
+    data_loader: str = defaults.DATA_LOADER  # auto | cpu | dali | none (modern rules)
     conv_algorithm: str = "gemm"
     trials: int = 200
     timeout: float | None = None
@@ -215,5 +216,7 @@ def validate(req: OptimizeRequest) -> Problem:
         costs=costs,
         epochs=epochs,
         dataset_size=dataset,
-        model=CostModel.of(req.rules, req.calibration, req.optimizer),
+        model=CostModel.of(
+            req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader)
+        ),
     )

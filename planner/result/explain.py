@@ -13,13 +13,24 @@ def explain(best: dict, baseline: dict) -> list[str]:
     """Sentences saying where the time goes, what binds, and how it scales."""
     it = best["iteration_ms"]
     comp, comm = best["compute_ms"] / it, best["comm_ms"] / it
-    kind = "compute-bound" if comp >= 0.5 else "communication-bound"
+    inp = best.get("input_ms", 0.0) / it
+    other = best.get("overhead_ms", 0.0) / it - inp
+    kind = "input-bound" if inp >= 0.25 else "compute-bound" if comp >= 0.5 else "communication-bound"
+    link = best["network"] if best["nodes"] > 1 else best["intra_node_link"]
     lines = [
         f"{kind}: {comp:.0%} of each {it:,.1f} ms iteration is compute "
         f"(forward {best['forward_ms'] / it:.0%}, backward {best['backward_ms'] / it:.0%}, "
         f"update {best['update_ms'] / it:.0%}), {comm:.0%} is communication "
-        f"({best['scheme']} AllReduce over {best['network'] if best['nodes'] > 1 else best['intra_node_link']})."
+        f"({best['scheme']} AllReduce over {link})"
+        + (f", {other:.0%} waits on the host (kernel launches, framework)" if other >= 0.005 else "")
+        + (f", {inp:.0%} waits on the data loader" if inp >= 0.005 else "")
+        + "."
     ]
+    if inp >= 0.005:
+        lines.append(
+            f"the data loader binds: {best['global_batch'] / (it / 1e3) / best['gpus']:,.0f} samples/s per GPU "
+            "(--data-loader dali decodes on the GPUs; --data-loader none assumes data already decoded)."
+        )
     reasons = {
         "budget_gpus": f"the GPU budget binds: it uses {best['gpus']} GPUs",
         "budget_usd": "the money budget binds",

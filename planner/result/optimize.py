@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
-
 from planner.errors import InfeasibleError
 from planner.request.optimize import OptimizeRequest, request_dict
 from planner.result.explain import baseline, diagnose, explain
 from planner.result.records import plan_record
 from planner.search.certify import Outcome
-from planner.search.scored import Scored, best_index, front_indices
+from planner.search.scored import Scored, best_index, front_indices, ranked
 
 
 @dataclass
@@ -60,8 +58,7 @@ def _single(out: Outcome, alternatives: int) -> tuple[Scored, int, dict, list[di
     if best_index(pool) is None:
         raise InfeasibleError(diagnose(out.scorer, out.evaluated))
     scorer, sp = out.scorer, out.scorer.space
-    order = np.flatnonzero(pool.feasible)
-    order = order[np.argsort(pool.objectives[0, order], kind="stable")]
+    order = ranked(pool)
     best = plan_record(scorer, pool.cols, int(order[0]), out.objectives)
     alts, seen = [], {(best["gpu"], best["gpus"])}
     for j in order[1:]:

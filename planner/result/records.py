@@ -25,7 +25,18 @@ PLAN_BREAKDOWN = [
     "memory_gb",
 ]
 PLAN_COLUMNS = [*PLAN_AXES, "network", "time_to_train_s", "cost_usd", *PLAN_BREAKDOWN]
-_MS = ("forward", "backward", "update", "compute", "sync", "act_comm", "comm", "overhead", "iteration")
+_MS = (
+    "forward",
+    "backward",
+    "update",
+    "compute",
+    "sync",
+    "act_comm",
+    "comm",
+    "overhead",
+    "input",
+    "iteration",
+)
 
 
 def scalar(v):
@@ -77,7 +88,11 @@ def estimate_command(scorer: Scorer, rec: dict) -> str:
         model = [f"--rules {cm.rules}", f"--optimizer {cm.optimizer}"]
         model += [f"--calibration {cm.calibration}"] if cm.calibration else []
     else:
-        model = [f"--ppp-comp {scorer.ppp_comp}", f"--ppp-comm {scorer.ppp_comm}", f"--rules {scorer.costs.rules.name}"]
+        model = [
+            f"--ppp-comp {scorer.ppp_comp}",
+            f"--ppp-comm {scorer.ppp_comm}",
+            f"--rules {scorer.costs.rules.name}",
+        ]
     model.append(f"--conv-algorithm {scorer.costs.algorithm}")
     parts = ["planner estimate", scorer.costs.net.source.removesuffix(".json")]
     parts += [x for args in head for x in args] + model + [x for args in tail for x in args]

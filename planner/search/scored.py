@@ -16,6 +16,16 @@ import numpy as np
 from planner.metrics.scorer import Scorer
 
 INVALID = 1e30  # objective value told for an invalid combination (also marked infeasible)
+# Plans whose objective is within this fraction (0.5%, far inside the model's error) of the best
+# are equally good: the cheaper (for
+# time) or faster (for cost) one wins. Input-bound plans, for one, all take the same time.
+TIE = 5e-3
+_SECOND = {
+    "time": "cost_usd",
+    "throughput": "cost_usd",
+    "cost": "time_to_train_s",
+    "memory": "time_to_train_s",
+}
 
 
 @dataclass
@@ -25,6 +35,7 @@ class Scored:
     cols: dict[str, np.ndarray]
     objectives: np.ndarray  # (n_obj, n)
     constraints: np.ndarray  # (n_con, n)
+    tiebreak: np.ndarray | None = None  # (k, n) further keys among equally good plans (lower wins)
 
     @property
     def feasible(self) -> np.ndarray:
@@ -44,12 +55,16 @@ def score(scorer: Scorer, cols: dict[str, np.ndarray], objectives: tuple[str, ..
     n = len(valid)
     obj = np.full((len(objectives), n), INVALID)
     con = np.ones((len(scorer.limits.names()), n))
+    second = np.full((2, n), np.inf)
     if valid.any():
         sub = {a: c[valid] for a, c in cols.items()}
         m = scorer.metrics(sub)
         obj[:, valid] = np.nan_to_num(scorer.objective_values(m, objectives), nan=INVALID, posinf=INVALID)
         con[:, valid] = scorer.limits.values(m)
-    return Scored(cols, obj, con)
+        if len(objectives) == 1:  # then the cheaper (or faster), then the less communication-bound
+            second[0, valid] = np.nan_to_num(m[_SECOND[objectives[0]]], nan=np.inf)
+            second[1, valid] = m["comm_s"] / m["iteration_s"]
+    return Scored(cols, obj, con, second)
 
 
 def exhaustive(scorer: Scorer, objectives: tuple[str, ...]) -> Scored:
@@ -64,15 +79,38 @@ def merge(pool: list[Scored]) -> Scored:
         {a: np.concatenate([p.cols[a] for p in pool]) for a in names},
         np.concatenate([p.objectives for p in pool], axis=1),
         np.concatenate([p.constraints for p in pool], axis=1),
+        None if any(p.tiebreak is None for p in pool) else np.concatenate([p.tiebreak for p in pool], axis=1),
     )
 
 
-def best_index(s: Scored) -> int | None:
-    """Index of the feasible plan with the lowest first objective (None if none is feasible)."""
+def _steps(values: np.ndarray) -> np.ndarray:
+    """Values in steps of :data:`TIE` relative to the smallest (equal within a step)."""
+    finite = values[np.isfinite(values)]
+    low = finite.min() if finite.size else 0.0
+    if low > 0:
+        return np.floor(np.log(np.maximum(values, low) / low) / np.log1p(TIE))
+    # zero or negative objectives (throughput is maximised as -throughput): absolute steps
+    return np.floor((values - low) / (abs(low) * TIE or 1.0))
+
+
+def ranked(s: Scored) -> np.ndarray:
+    """Feasible plans, best first: by first objective in steps of :data:`TIE` (relative); within
+    a step by each ``tiebreak`` row in turn, all but the last also in steps (e.g. the cheaper of
+    two equally fast plans, then the less communication-bound)."""
     ok = np.flatnonzero(s.feasible)
-    if ok.size == 0:
-        return None
-    return int(ok[np.argmin(s.objectives[0, ok])])
+    if ok.size == 0 or s.tiebreak is None:
+        return ok[np.argsort(s.objectives[0, ok], kind="stable")]
+    keys = [s.objectives[0, ok]]  # last resort: the exact objective
+    keys.append(s.tiebreak[-1, ok])
+    keys += [_steps(row[ok]) for row in s.tiebreak[-2::-1]]
+    keys.append(_steps(s.objectives[0, ok]))
+    return ok[np.lexsort(keys)]
+
+
+def best_index(s: Scored) -> int | None:
+    """Index of the feasible plan ranked first by :func:`ranked` (None if none is feasible)."""
+    order = ranked(s)
+    return int(order[0]) if order.size else None
 
 
 def pareto_mask(values: np.ndarray) -> np.ndarray:
