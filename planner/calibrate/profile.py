@@ -107,6 +107,26 @@ class Space:
         return self.profile(theta).apply(self.base)
 
 
+def _gemm_groups(runs, base: Efficiency, index: dict[str, int]) -> dict[str, float]:
+    """gemm.<generation>.<precision> groups the runs exercise, with their largest default."""
+    out: dict[str, float] = {}
+    for r in runs:
+        key = f"gemm.{_generation(r.device)}.{r.precision}"
+        value = float(base.gemm[index[r.device], PRECISIONS.index(r.precision)])
+        out[key] = max(out.get(key, value), value)
+    return dict(sorted(out.items()))
+
+
+def _winograd_groups(runs, base: Efficiency, index: dict[str, int]) -> dict[str, float]:
+    """Generations whose runs can use Winograd, with the largest default factor among them."""
+    out: dict[str, float] = {}
+    for r in runs:
+        if _winograd_precision(r.device, r.precision):
+            g = _generation(r.device)
+            out[g] = max(out.get(g, 0.0), float(base.winograd[index[r.device]]))
+    return dict(sorted(out.items()))
+
+
 def space(runs, base: Efficiency) -> Space:
     """Fit parameters for the groups the runs exercise (see the module docstring)."""
     names, prior, lo, hi, spread = [], [], [], [], []
@@ -119,23 +139,13 @@ def space(runs, base: Efficiency) -> Space:
         spread.append(sd)
 
     index = {d: i for i, d in enumerate(base.devices)}
-    groups: dict[str, list[tuple[int, int]]] = {}
-    for r in runs:
-        key = f"gemm.{_generation(r.device)}.{r.precision}"
-        groups.setdefault(key, []).append((index[r.device], PRECISIONS.index(r.precision)))
-    for key in sorted(groups):
-        top = max(base.gemm[i, j] for i, j in groups[key])
+    for key, top in _gemm_groups(runs, base, index).items():
         add(key, 1.0, 0.1, 1.0 / top, SCALE_SPREAD)
     for g in sorted({_generation(r.device) for r in runs}):
         top = max(base.memory[index[r.device]] for r in runs if _generation(r.device) == g)
         add(f"memory.{g}", 1.0, 0.1, 1.0 / top, SCALE_SPREAD)
-    wino: dict[str, float] = {}
-    for r in runs:
-        if _winograd_precision(r.device, r.precision):
-            g = _generation(r.device)
-            wino[g] = max(wino.get(g, 0.0), base.winograd[index[r.device]])
-    for g in sorted(wino):
-        add(f"winograd.{g}", 1.0, WINOGRAD_RANGE[0] / wino[g], WINOGRAD_RANGE[1] / wino[g], SCALE_SPREAD)
+    for g, top in _winograd_groups(runs, base, index).items():
+        add(f"winograd.{g}", 1.0, WINOGRAD_RANGE[0] / top, WINOGRAD_RANGE[1] / top, SCALE_SPREAD)
     kinds: dict[str, float] = {}
     for i, x in enumerate(base.links):
         kind = catalog.network(x).kind
