@@ -244,6 +244,28 @@ def terms(costs) -> ModernTerms:
     return out
 
 
+_UTIL: dict[tuple, tuple[ModernTerms, np.ndarray]] = {}
+_UTIL_ENTRIES = 16  # a calibration re-scores the same (net, batches, SMs) for every trial
+
+
+def _utilisation(t: ModernTerms, first: int, n: np.ndarray, sm: np.ndarray) -> np.ndarray:
+    """Tile and wave utilisation (L - first, 3, U) of every GEMM phase; cached, since it
+    depends only on the net, the batches and the SM counts, not on the efficiencies."""
+    key = (id(t), first, n.tobytes(), sm.tobytes())
+    hit = _UTIL.get(key)
+    if hit is not None and hit[0] is t:
+        return hit[1]
+    sl = slice(first, None)
+    util = np.ones((t.gn.shape[0] - first, t.gn.shape[1], n.shape[-1]))
+    li, pi = np.nonzero(t.gn[sl] > 0)  # only the GEMM phases (about a third of the rows)
+    rows = t.gm_n[sl][li, pi, None] * n[0, 0] + t.gm_0[sl][li, pi, None]
+    util[li, pi] = tiling.utilisation(rows, t.gn[sl][li, pi, None], t.waves[sl][li, pi, None], sm[None, :])
+    if len(_UTIL) >= _UTIL_ENTRIES:
+        _UTIL.pop(next(iter(_UTIL)))
+    _UTIL[key] = (t, util)
+    return util
+
+
 def phase_times(
     t: ModernTerms, first: int, n, peak_tc, peak_vec, bw, elem, mixed, kernel_min, sm=None, winograd=None
 ):
@@ -258,8 +280,7 @@ def phase_times(
     sl = slice(first, None)
     n = n[None, None, :]
     sm = np.zeros(n.shape[-1]) if sm is None else np.asarray(sm, dtype=float)
-    rows = t.gm_n[sl, :, None] * n + t.gm_0[sl, :, None]
-    util = tiling.utilisation(rows, t.gn[sl, :, None], t.waves[sl, :, None], sm[None, None, :])
+    util = _utilisation(t, first, n, sm)
     if winograd is not None:
         util = util * np.where(t.wino[sl, :, None] > 0, winograd, 1.0)
     comp = t.tc[sl, :, None] * n / (peak_tc * util) + t.vec[sl, :, None] * n / peak_vec
