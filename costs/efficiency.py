@@ -21,6 +21,9 @@ kernel_min_s        scalar    shortest GPU time of one kernel (s)
 host_per_kernel_s   scalar    host (framework + launch) time to dispatch one kernel (s)
 iteration_s         scalar    framework time per iteration outside the kernels (s)
 multiplier          (D, P)    calibration multiplier on a (device, precision)'s GPU time
+winograd            (D,)      effective FLOP reduction of cuDNN's Winograd algorithm on 3x3
+                              stride-1 convolutions (fp32, and fp16 without tensor cores);
+                              1 = none, 2.25 = F(2x2,3x3), 4 = F(4x4,3x3) (Lavin & Gray 2016)
 ==================  ========  ==============================================================
 
 :meth:`Efficiency.to_vector` lists them as one flat vector with names and bounds;
@@ -47,6 +50,9 @@ _BOUNDS = {
     "host_per_kernel_s": (0.0, 2e-4),
     "iteration_s": (0.0, 0.1),
     "multiplier": (0.2, 5.0),
+    # Winograd never slows a layer (cuDNN would pick another algorithm) and reduces the
+    # multiplications at most 4x (F(4x4,3x3): 144 / 36; Lavin & Gray, arXiv:1509.09308).
+    "winograd": (1.0, 4.0),
 }
 _SCALARS = ("kernel_min_s", "host_per_kernel_s", "iteration_s")
 
@@ -65,6 +71,7 @@ class Efficiency:
     host_per_kernel_s: float = 0.0
     iteration_s: float = 0.0
     multiplier: np.ndarray | None = field(default=None, repr=False)  # (D, P), None = ones
+    winograd: np.ndarray | None = field(default=None, repr=False)  # (D,), None = ones (no Winograd)
 
     def __post_init__(self) -> None:
         d, n = len(self.devices), len(self.links)
@@ -76,10 +83,13 @@ class Efficiency:
             object.__setattr__(self, name, value)
         mult = np.ones((d, len(PRECISIONS))) if self.multiplier is None else self.multiplier
         object.__setattr__(self, "multiplier", np.asarray(mult, dtype=float).reshape(d, len(PRECISIONS)))
+        wino = np.ones(d) if self.winograd is None else self.winograd
+        object.__setattr__(self, "winograd", np.asarray(wino, dtype=float).reshape(d))
 
     @classmethod
     def ideal(cls, devices: DeviceTable, links: LinkTable) -> Efficiency:
-        """The pure roofline: datasheet peaks and bandwidths reached, no overheads."""
+        """The pure roofline: datasheet peaks and bandwidths reached, no overheads, direct
+        convolution (no Winograd)."""
         d, n = len(devices.names), len(links.names)
         return cls(
             devices.names,

@@ -24,6 +24,7 @@ class Device:
     memory_bytes: float
     intra_link: str | None = None
     max_per_node: int = 8
+    sm_count: int = 0  # streaming multiprocessors; 0 = not catalogued (no wave quantization)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,11 @@ class DeviceTable:
     mem_bandwidth: np.ndarray  # (D,) bytes/s
     clock_hz: np.ndarray  # (D,)
     memory_bytes: np.ndarray  # (D,)
+    sm_count: np.ndarray | None = None  # (D,) SMs, 0 = unknown; None = all unknown
+
+    def __post_init__(self) -> None:
+        sm = np.zeros(len(self.names)) if self.sm_count is None else self.sm_count
+        object.__setattr__(self, "sm_count", np.asarray(sm, dtype=float).reshape(len(self.names)))
 
     @classmethod
     def of(cls, devices: list[Device] | tuple[Device, ...]) -> DeviceTable:
@@ -56,6 +62,7 @@ class DeviceTable:
             np.array([d.mem_bandwidth for d in devices], dtype=float),
             np.array([d.clock_hz for d in devices], dtype=float),
             np.array([d.memory_bytes for d in devices], dtype=float),
+            np.array([d.sm_count for d in devices], dtype=float),
         )
 
 
@@ -78,7 +85,7 @@ class LinkTable:
 
 # A device has fp16 tensor cores when its fp16 peak is at least this multiple of its fp32 peak:
 # V100 8x, T4 8x; P100's 2x comes from packed fp16 on its CUDA cores, not tensor cores.
-_TENSOR_FP16_RATIO = 4.0
+TENSOR_FP16_RATIO = 4.0
 
 
 def auto_precision(peak: np.ndarray, device) -> np.ndarray:
@@ -87,5 +94,5 @@ def auto_precision(peak: np.ndarray, device) -> np.ndarray:
     p = peak[np.asarray(device)]
     fp32, fp16, bf16 = (PRECISIONS.index(x) for x in ("fp32", "fp16", "bf16"))
     has_bf16 = np.isfinite(p[..., bf16])
-    has_tc16 = np.isfinite(p[..., fp16]) & (p[..., fp16] >= _TENSOR_FP16_RATIO * p[..., fp32])
+    has_tc16 = np.isfinite(p[..., fp16]) & (p[..., fp16] >= TENSOR_FP16_RATIO * p[..., fp32])
     return np.where(has_bf16, bf16, np.where(has_tc16, fp16, fp32)).astype(np.int64)

@@ -27,7 +27,7 @@ import numpy as np
 
 from costs import collectives, overlap, roofline
 from costs.efficiency import Efficiency
-from costs.hardware import ELEMENT_SIZE, PRECISIONS, DeviceTable, LinkTable
+from costs.hardware import ELEMENT_SIZE, PRECISIONS, TENSOR_FP16_RATIO, DeviceTable, LinkTable
 from costs.plans import Breakdown, Plans, _unique
 
 GRAD_BYTES = 4.0  # DDP AllReduces .grad, which AMP keeps in fp32 (parameters stay fp32)
@@ -66,6 +66,13 @@ class _Combos:
     inverse: np.ndarray  # combination of each selected plan
 
 
+def _winograd_applies(peak: np.ndarray, precision: np.ndarray) -> np.ndarray:
+    """cuDNN runs Winograd on the CUDA cores: in fp32, and in fp16 on devices without fp16
+    tensor cores (P100's packed fp16); tf32/bf16 and tensor-core fp16 run implicit GEMM."""
+    no_tc16 = ~(peak[:, PRECISIONS.index("fp16")] >= TENSOR_FP16_RATIO * peak[:, 0])
+    return (precision == 0) | ((precision == PRECISIONS.index("fp16")) & no_tc16)
+
+
 def _combos(t, devices: DeviceTable, eff: Efficiency, device, precision, batch, first=0) -> _Combos:
     ub, ib = _unique(batch)
     keys, inverse = _unique((device * len(PRECISIONS) + precision) * len(ub) + ib)
@@ -82,6 +89,8 @@ def _combos(t, devices: DeviceTable, eff: Efficiency, device, precision, batch, 
         elem,
         (elem < 4).astype(float),
         eff.kernel_min_s,
+        devices.sm_count[udev],
+        np.where(_winograd_applies(devices.peak[udev], uprec), eff.winograd[udev], 1.0),
     )
     times = times * eff.multiplier[udev, uprec]
     kernels = np.broadcast_to(kernels, times.shape)

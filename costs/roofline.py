@@ -18,6 +18,13 @@ what limits it on a real GPU (Williams, Waterman, Patterson, "Roofline", CACM 20
              2018 keep fp32 master weights the same way);
 - ``kernels`` / ``mixed_kernels``  CUDA kernels launched (the cast kernels only when mixed).
 
+Each convolution / InnerProduct phase also carries its GEMM's shape (``gm_n`` x batch +
+``gm_0`` rows, ``gn`` columns; :mod:`costs.tiling`), whether its tiles run in waves over the SMs
+(``waves``: not for backward-weights, which cuDNN and cuBLAS split along its long K = batch x
+pixels, the split-K of CUTLASS's ``GemmSplitKParallel``) and whether cuDNN's Winograd algorithm
+applies (``wino``: 3x3 stride-1 convolutions, not the one reading the image, which Gray & Koster
+leave to direct convolution; https://ai.intel.com/winograd-3/ (2016-07)).
+
 Activations are not layers in PALEO's specs: a ReLU is implied after every Convolution,
 Deconvolution and InnerProduct (after its BatchNorm when one follows), and after a residual
 Elementwise sum instead of before it, unless an explicit activation or Softmax follows. A
@@ -51,6 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from costs import tiling
 from costs.graph import Net, ShapedLayer
 from costs.layers import PHASES
 
@@ -59,6 +67,7 @@ _WEIGHTED = ("Convolution", "Deconvolution", "InnerProduct")
 _ACTIVATIONS = ("ReLU", "Sigmoid", "Tanh")
 _CAST_BYTES = 6.0  # one cast reads 4 B and writes 2 B (or reads 2 B and writes 4 B)
 _FIELDS = ("tc", "vec", "act_a", "act_b", "fixed", "mixed", "kernels", "mixed_kernels")
+_SHAPE = ("gm_n", "gm_0", "gn", "waves", "wino")  # GEMM shape per layer and phase
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,11 @@ class ModernTerms:
     kernels: np.ndarray
     mixed_kernels: np.ndarray
     param_tensors: np.ndarray  # (L,) parameter tensors per layer (weight and bias: 2)
+    gm_n: np.ndarray  # GEMM rows per sample (M = gm_n x batch + gm_0)
+    gm_0: np.ndarray  # GEMM rows independent of the batch
+    gn: np.ndarray  # GEMM columns; 0 where the phase runs no GEMM
+    waves: np.ndarray  # 1 where the GEMM's tiles run in waves over the SMs
+    wino: np.ndarray  # 1 where cuDNN's Winograd algorithm applies
 
 
 def _prod(shape) -> int:
@@ -84,7 +98,7 @@ class _Acc:
     """Accumulates one layer's terms."""
 
     def __init__(self) -> None:
-        self.v = {f: np.zeros(len(PHASES)) for f in _FIELDS}
+        self.v = {f: np.zeros(len(PHASES)) for f in _FIELDS + _SHAPE}
 
     def add(self, phase: int, **kw) -> None:
         for k, x in kw.items():
@@ -127,6 +141,7 @@ def _gemm(acc: _Acc, s: ShapedLayer, params: int, kids: dict) -> None:
         bias, positions = s.out_shape[2], s.in_shapes[0][0] * s.in_shapes[0][1]
     w = params - bias
     flops = 2.0 * w * positions
+    _gemm_shape(acc, s, w)
     acc.add(FWD, tc=flops, act_b=x + y, act_a=w, kernels=1, mixed=_CAST_BYTES * w, mixed_kernels=1)
     if "data" not in s.layer.parents:
         acc.add(BWD_DATA, tc=flops, act_b=x + y, act_a=w, kernels=1)
@@ -136,6 +151,27 @@ def _gemm(acc: _Acc, s: ShapedLayer, params: int, kids: dict) -> None:
         if s.type != "InnerProduct":
             acc.add(FWD, act_b=2 * y, vec=y, kernels=1)
         acc.add(BWD_W, act_b=y, vec=y, kernels=1)
+
+
+def _gemm_shape(acc: _Acc, s: ShapedLayer, w: int) -> None:
+    """The implicit-GEMM shape of each phase (see :mod:`costs.tiling`)."""
+    if s.type == "InnerProduct":
+        x, y = sum(_prod(i) for i in s.in_shapes), _prod(s.out_shape)
+        rows = ((1, 0, y), (1, 0, x), (0, y, x))  # (M per sample, fixed M, N) per phase
+    elif s.type == "Convolution":
+        kh, kw, cin, cout = (int(v) for v in s.layer.spec["filter"])
+        pin = s.in_shapes[0][0] * s.in_shapes[0][1]
+        pout = s.out_shape[0] * s.out_shape[1]
+        rows = ((pout, 0, cout), (pin, 0, cin), (0, cout, kh * kw * cin))
+        strides = [int(v) for v in s.layer.spec.get("strides", [1, 1, 1, 1])]
+        if (kh, kw) == (3, 3) and strides[1:3] == [1, 1] and "data" not in s.layer.parents:
+            acc.add(FWD, wino=1)
+            acc.add(BWD_DATA, wino=1)
+            acc.add(BWD_W, wino=1)
+    else:  # Deconvolution: left at full utilisation
+        return
+    for phase, (mn, m0, n) in enumerate(rows):
+        acc.add(phase, gm_n=mn, gm_0=m0, gn=n, waves=1 if phase != BWD_W else 0)
 
 
 def _elementwise_like(acc: _Acc, s: ShapedLayer) -> None:
@@ -188,7 +224,10 @@ def build(net: Net, params: np.ndarray) -> ModernTerms:
             acc.add(FWD, act_b=2 * y, vec=y, kernels=1)
             acc.add(BWD_DATA, act_b=3 * y, vec=y, kernels=1)
         rows.append(acc.v)
-    arrays = {f: np.array([r[f] for r in rows], dtype=float).reshape(len(rows), len(PHASES)) for f in _FIELDS}
+    arrays = {
+        f: np.array([r[f] for r in rows], dtype=float).reshape(len(rows), len(PHASES))
+        for f in _FIELDS + _SHAPE
+    }
     return ModernTerms(**arrays, param_tensors=tensors)
 
 
@@ -205,16 +244,46 @@ def terms(costs) -> ModernTerms:
     return out
 
 
-def phase_times(t: ModernTerms, first: int, n, peak_tc, peak_vec, bw, elem, mixed, kernel_min):
+_UTIL: dict[tuple, tuple[ModernTerms, np.ndarray]] = {}
+_UTIL_ENTRIES = 16  # a calibration re-scores the same (net, batches, SMs) for every trial
+
+
+def _utilisation(t: ModernTerms, first: int, n: np.ndarray, sm: np.ndarray) -> np.ndarray:
+    """Tile and wave utilisation (L - first, 3, U) of every GEMM phase; cached, since it
+    depends only on the net, the batches and the SM counts, not on the efficiencies."""
+    key = (id(t), first, n.tobytes(), sm.tobytes())
+    hit = _UTIL.get(key)
+    if hit is not None and hit[0] is t:
+        return hit[1]
+    sl = slice(first, None)
+    util = np.ones((t.gn.shape[0] - first, t.gn.shape[1], n.shape[-1]))
+    li, pi = np.nonzero(t.gn[sl] > 0)  # only the GEMM phases (about a third of the rows)
+    rows = t.gm_n[sl][li, pi, None] * n[0, 0] + t.gm_0[sl][li, pi, None]
+    util[li, pi] = tiling.utilisation(rows, t.gn[sl][li, pi, None], t.waves[sl][li, pi, None], sm[None, :])
+    if len(_UTIL) >= _UTIL_ENTRIES:
+        _UTIL.pop(next(iter(_UTIL)))
+    _UTIL[key] = (t, util)
+    return util
+
+
+def phase_times(
+    t: ModernTerms, first: int, n, peak_tc, peak_vec, bw, elem, mixed, kernel_min, sm=None, winograd=None
+):
     """GPU seconds per layer (from ``first``) and phase, (L - first, 3, U), for U combinations.
 
     Each layer-phase is a roofline: the larger of its FLOPs at the achievable compute rates
     and its bytes at the achievable bandwidth, and at least ``kernel_min`` per kernel it
-    launches. All rate arrays are (U,); ``mixed`` is a (U,) 0/1 array.
+    launches. All rate arrays are (U,); ``mixed`` is a (U,) 0/1 array. GEMM FLOPs run at
+    ``peak_tc`` times the tile and wave utilisation of their shape on ``sm`` SMs (U,; None or
+    0: no wave quantization), divided by ``winograd`` (U,; None: 1) where Winograd applies.
     """
     sl = slice(first, None)
     n = n[None, None, :]
-    comp = t.tc[sl, :, None] * n / peak_tc + t.vec[sl, :, None] * n / peak_vec
+    sm = np.zeros(n.shape[-1]) if sm is None else np.asarray(sm, dtype=float)
+    util = _utilisation(t, first, n, sm)
+    if winograd is not None:
+        util = util * np.where(t.wino[sl, :, None] > 0, winograd, 1.0)
+    comp = t.tc[sl, :, None] * n / (peak_tc * util) + t.vec[sl, :, None] * n / peak_vec
     nbytes = (t.act_a[sl, :, None] + t.act_b[sl, :, None] * n) * elem + t.fixed[sl, :, None] * n
     nbytes = nbytes + t.mixed[sl, :, None] * mixed
     kernels = t.kernels[sl, :, None] + t.mixed_kernels[sl, :, None] * mixed

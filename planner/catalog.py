@@ -35,8 +35,10 @@ _DEVICE_KEYS = {
     "source": str,
     "date": str,
     "peak_tflops": dict,
+    "sm_count": int,
+    "sm_source": str,
 }
-_DEVICE_OPTIONAL = {"generation", "tdp_w", "form_factor"}
+_DEVICE_OPTIONAL = {"generation", "tdp_w", "form_factor", "sm_count", "sm_source"}
 _NETWORK_KEYS = {
     "name": str,
     "kind": str,
@@ -171,6 +173,7 @@ def devices() -> dict[str, DeviceInfo]:
             e["memory_gb"] * 1e9,
             e["intra_node_link"],
             e["max_gpus_per_node"],
+            e.get("sm_count", 0),
         )
         p = price.get(key)
         out[key] = DeviceInfo(
@@ -222,7 +225,7 @@ def link_table(keys: list[str] | tuple[str, ...]) -> LinkTable:
 
 
 _EFF_KEYS = {"value": (int, float), "source": str, "date": str, **{p: (int, float) for p in PRECISIONS}}
-_EFF_TABLES = ("gemm", "vector", "memory", "link", "overhead", "loader", "host")
+_EFF_TABLES = ("gemm", "vector", "memory", "link", "overhead", "loader", "host", "winograd")
 # A loader's rate is per host CPU core (CPU decoding) or per GPU (GPU decoding): exactly one key.
 _LOADER_RATES = ("samples_per_s_per_core", "samples_per_s_per_gpu")
 _EFF_SCHEMAS = {
@@ -287,6 +290,7 @@ def efficiency(device_keys, link_keys):
         kernel_min_s=_eff_value(over, ("kernel_min_us",)) * 1e-6,
         host_per_kernel_s=_eff_value(over, ("host_per_kernel_us",)) * 1e-6,
         iteration_s=_eff_value(over, ("iteration_us",)) * 1e-6,
+        winograd=np.array([_eff_value(data.get("winograd", {}), c) for c in chain]),
     )
 
 

@@ -18,12 +18,13 @@ from planner.errors import BadInput
 
 
 def _runs():
-    """A grid of plausible runs: 3 nets x 2 devices x their precisions x batches x GPU counts."""
+    """A grid of plausible runs: 3 nets x 2 devices x their precisions x batches x GPU counts
+    (batch 4: launch-bound, so the host dispatch time is identifiable)."""
     out, i = [], 0
     for net in ("resnet50", "vgg16", "alexnet"):
         for device, precisions in (("V100_16GB", ("fp32", "fp16")), ("A100_80GB", ("tf32", "bf16"))):
             for precision in precisions:
-                for batch in (16, 64, 256):
+                for batch in (4, 16, 64, 256):
                     for gpus, per_node, network in ((1, 1, "nvlink2"), (8, 8, "nvlink2"), (32, 8, "ib_hdr")):
                         i += 1
                         link = network if gpus > per_node else catalog.device(device).device.intra_link
@@ -92,9 +93,12 @@ def test_fit_recovers_parameters_of_synthetic_runs(noise):
         "gemm.Volta.fp16",
         "gemm.Ampere.tf32",
         "gemm.Ampere.bf16",
-        "memory.Volta",
         "host_per_kernel_us",
     } <= pinned
+    # tile quantization leaves most of this grid's GEMM time compute-bound: the memory scales
+    # are narrowed by the data (and recovered above), not pinned
+    identified = {n for n, ok in zip(c.fit.names, c.fit.identified) if ok}
+    assert {"memory.Volta", "memory.Ampere"} <= identified
     # the fitted profile predicts the synthetic runs about as well as the noise allows
     assert c.profile.meta["median_ape"] <= 100 * noise + 1.0
 

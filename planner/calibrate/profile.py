@@ -8,6 +8,7 @@ H100 PCIe) and cited differences between devices of a generation survive. The gr
   gemm.<generation>.<precision>   scale on the GEMM/convolution fraction of peak
   memory.<generation>             scale on the memory-bandwidth fraction
   link.<kind>                     scale on the link fraction (intra_node / inter_node)
+  winograd.<generation>           scale on the Winograd FLOP reduction (kept within [1, 4])
   host_per_kernel_us, kernel_min_us, iteration_us   overheads, absolute (microseconds)
 
 Scales start at 1 (the cited default); fractions stay at most 1 after scaling.
@@ -23,7 +24,7 @@ import numpy as np
 
 from costs import calibration as cal
 from costs.efficiency import Efficiency
-from costs.hardware import PRECISIONS
+from costs.hardware import PRECISIONS, TENSOR_FP16_RATIO
 from planner import catalog
 from planner.errors import BadInput
 
@@ -36,6 +37,7 @@ _FIELD = {
 # Priors of overheads whose cited default is 0 (no published figure): a small positive value
 # with a wide spread, so the data decide (log-space fits need a positive start).
 _ZERO_PRIOR_US = {"kernel_min_us": 2.0, "iteration_us": 100.0}
+WINOGRAD_RANGE = (1.0, 4.0)  # no reduction .. F(4x4,3x3)'s 4x (costs.efficiency)
 SCALE_SPREAD = 0.35  # prior sd of log(scale): the cited defaults are good to about +-35%
 OVERHEAD_SPREAD = 1.5  # overheads: a factor of ~4.5 either way at one sd
 
@@ -52,10 +54,12 @@ class Profile:
         """The efficiencies ``eff`` (for its device and link rows) under this profile."""
         gen = [_generation(d) for d in eff.devices]
         gemm, memory, link = eff.gemm.copy(), eff.memory.copy(), eff.link.copy()
+        wino = eff.winograd.copy()
         for i, g in enumerate(gen):
             for j, p in enumerate(PRECISIONS):
                 gemm[i, j] *= self.scales.get(f"gemm.{g}.{p}", 1.0)
             memory[i] *= self.scales.get(f"memory.{g}", 1.0)
+            wino[i] *= self.scales.get(f"winograd.{g}", 1.0)
         for i, x in enumerate(eff.links):
             link[i] *= self.scales.get(f"link.{catalog.network(x).kind}", 1.0)
         over = {_FIELD[k]: v * 1e-6 for k, v in self.overheads_us.items()}
@@ -64,6 +68,7 @@ class Profile:
             gemm=np.minimum(gemm, 1.0),
             memory=np.minimum(memory, 1.0),
             link=np.minimum(link, 1.0),
+            winograd=np.clip(wino, *WINOGRAD_RANGE),
             **over,
         )
 
@@ -73,6 +78,15 @@ EMPTY = Profile({}, {}, {})
 
 def _generation(device: str) -> str:
     return str(catalog.device(device).raw.get("generation", "default"))
+
+
+def _winograd_precision(device: str, precision: str) -> bool:
+    """Whether runs in this precision can use Winograd (costs.modern: fp32, and fp16 on the
+    CUDA cores of devices without fp16 tensor cores)."""
+    peak = catalog.device(device).device.peak_flops
+    if precision == "fp32":
+        return True
+    return precision == "fp16" and not peak.get("fp16", 0.0) >= TENSOR_FP16_RATIO * peak["fp32"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +107,26 @@ class Space:
         return self.profile(theta).apply(self.base)
 
 
+def _gemm_groups(runs, base: Efficiency, index: dict[str, int]) -> dict[str, float]:
+    """gemm.<generation>.<precision> groups the runs exercise, with their largest default."""
+    out: dict[str, float] = {}
+    for r in runs:
+        key = f"gemm.{_generation(r.device)}.{r.precision}"
+        value = float(base.gemm[index[r.device], PRECISIONS.index(r.precision)])
+        out[key] = max(out.get(key, value), value)
+    return dict(sorted(out.items()))
+
+
+def _winograd_groups(runs, base: Efficiency, index: dict[str, int]) -> dict[str, float]:
+    """Generations whose runs can use Winograd, with the largest default factor among them."""
+    out: dict[str, float] = {}
+    for r in runs:
+        if _winograd_precision(r.device, r.precision):
+            g = _generation(r.device)
+            out[g] = max(out.get(g, 0.0), float(base.winograd[index[r.device]]))
+    return dict(sorted(out.items()))
+
+
 def space(runs, base: Efficiency) -> Space:
     """Fit parameters for the groups the runs exercise (see the module docstring)."""
     names, prior, lo, hi, spread = [], [], [], [], []
@@ -105,16 +139,13 @@ def space(runs, base: Efficiency) -> Space:
         spread.append(sd)
 
     index = {d: i for i, d in enumerate(base.devices)}
-    groups: dict[str, list[tuple[int, int]]] = {}
-    for r in runs:
-        key = f"gemm.{_generation(r.device)}.{r.precision}"
-        groups.setdefault(key, []).append((index[r.device], PRECISIONS.index(r.precision)))
-    for key in sorted(groups):
-        top = max(base.gemm[i, j] for i, j in groups[key])
+    for key, top in _gemm_groups(runs, base, index).items():
         add(key, 1.0, 0.1, 1.0 / top, SCALE_SPREAD)
     for g in sorted({_generation(r.device) for r in runs}):
         top = max(base.memory[index[r.device]] for r in runs if _generation(r.device) == g)
         add(f"memory.{g}", 1.0, 0.1, 1.0 / top, SCALE_SPREAD)
+    for g, top in _winograd_groups(runs, base, index).items():
+        add(f"winograd.{g}", 1.0, WINOGRAD_RANGE[0] / top, WINOGRAD_RANGE[1] / top, SCALE_SPREAD)
     kinds: dict[str, float] = {}
     for i, x in enumerate(base.links):
         kind = catalog.network(x).kind
@@ -162,10 +193,11 @@ def from_dict(data: dict, name: str) -> Profile:
     unknown = sorted(set(over) - set(OVERHEADS))
     if unknown:
         raise BadInput(f"{name}: unknown [overhead] key {unknown[0]} (valid: {', '.join(OVERHEADS)})")
-    bad = [k for k in scales if k.split(".")[0] not in ("gemm", "memory", "link")]
+    bad = [k for k in scales if k.split(".")[0] not in ("gemm", "memory", "link", "winograd")]
     if bad:
         raise BadInput(
-            f"{name}: unknown [scale] key {bad[0]} (valid: gemm.GEN.PRECISION, memory.GEN, link.KIND)"
+            f"{name}: unknown [scale] key {bad[0]} "
+            "(valid: gemm.GEN.PRECISION, memory.GEN, link.KIND, winograd.GEN)"
         )
     return Profile(
         {k: float(v) for k, v in scales.items()},
