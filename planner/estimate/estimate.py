@@ -34,6 +34,33 @@ def _split_index(costs, req: EstimateRequest) -> int:
     return names.index(req.split)
 
 
+def _precision(req: EstimateRequest, info) -> str:
+    """The precision the estimate runs in (``auto`` resolved); the device must have it."""
+    precision = precision_of(req, info)
+    if precision not in info.device.peak_flops:
+        raise UnsupportedError(
+            f"device {info.key} has no {precision} peak in the catalog (has: {', '.join(info.device.peak_flops)})"
+        )
+    return precision
+
+
+def _model_parallel(req: EstimateRequest, costs, info, net_info, model: CostModel) -> list[dict]:
+    """Explicit ModelParallel blocks: PALEO's critical-path model (PALEO's rule sets only)."""
+    if model.modern:
+        raise UnsupportedError(
+            "explicit ModelParallel blocks are scored by PALEO's rule sets only: add --rules paleo-2018"
+        )
+    return estimate_model_parallel(req, costs, info, net_info)
+
+
+def _model_kwargs(model: CostModel, p, devices, links) -> dict:
+    """The evaluator's model arguments; a node's data loader feeds the GPUs it holds."""
+    kw = model.kwargs(devices, links)
+    if model.modern and np.isfinite(model.loader_per_gpu):
+        kw["loader_rate"] = model.loader_per_gpu * np.minimum(p.gpus_per_node, p.workers)
+    return kw
+
+
 def estimate(req: EstimateRequest) -> list[dict]:
     """One record per (workers, scheme), in that order; times in ms (see module docstring)."""
     validate(req)
@@ -72,10 +99,7 @@ def estimate(req: EstimateRequest) -> list[dict]:
     ss = np.concatenate([sch, schemes])
     sp = np.concatenate([np.full_like(k, split), np.full_like(schemes, costs.n_layers)])
     p = plans(costs.n_layers, workers=kk, batch=nn, scheme=ss, split=sp, **common)
-    kw = model.kwargs(devices, links)
-    if model.modern and np.isfinite(model.loader_per_gpu):  # a node's loader feeds its GPUs
-        kw["loader_rate"] = model.loader_per_gpu * np.minimum(p.gpus_per_node, p.workers)
-    r = evaluate(costs, p, devices, links, **kw)
+    r = evaluate(costs, p, devices, links, **_model_kwargs(model, p, devices, links))
     m = len(k)
     one = r.total[m:]  # T(1) per scheme, in scheme order
     t1 = np.tile(one, len(workers))

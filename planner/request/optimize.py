@@ -124,6 +124,24 @@ def _matching(devices: dict, part: str) -> list[str]:
     return exact or [k for k in devices if k.lower().startswith(part.lower().replace("-", "_"))]
 
 
+def _gpu_hits(devices: dict, part: str, priced: set[str], priced_only: bool) -> list[str]:
+    """Device keys of one ``--gpu`` word; in a search that needs a cost, a prefix keeps only
+    priced devices (a full key still selects its device)."""
+    hits = _matching(devices, part)
+    exact = any(k.lower() == part.lower() for k in hits)
+    if hits and priced_only and not exact:
+        unpriced = [h for h in hits if h not in priced]
+        hits = [h for h in hits if h in priced]
+        if not hits:
+            raise BadInput(
+                f"--gpu '{part}' matches only devices without a price ({', '.join(unpriced)}); "
+                "give --price DEVICE=USD or name the device by its key"
+            )
+    if not hits:
+        raise BadInput(f"--gpu '{part}' matches no device (valid: {', '.join(devices)})")
+    return hits
+
+
 def select_gpus(
     pattern: str | None, prices: dict[str, float] | None = None, priced_only: bool = False
 ) -> list[str]:
@@ -131,27 +149,14 @@ def select_gpus(
     current GPUs with a price (the catalog's or one given with --price).
 
     With ``priced_only`` (a search that needs a cost), a prefix keeps only the devices it matches
-    that have a price: an unpriced device has no cost, so every plan on it would be invalid. A
-    full key still selects its device."""
+    that have a price: an unpriced device has no cost, so every plan on it would be invalid."""
     devices = catalog.devices()
     priced = {k for k, d in devices.items() if d.price_usd_per_hour is not None} | set(prices or {})
     if not pattern:
         return [k for k, d in devices.items() if not d.paleo and k in priced]
     keys: list[str] = []
     for part in filter(None, (p.strip() for p in pattern.split(","))):
-        hits = _matching(devices, part)
-        exact = any(k.lower() == part.lower() for k in hits)
-        if hits and priced_only and not exact:
-            unpriced = [h for h in hits if h not in priced]
-            hits = [h for h in hits if h in priced]
-            if not hits:
-                raise BadInput(
-                    f"--gpu '{part}' matches only devices without a price ({', '.join(unpriced)}); "
-                    "give --price DEVICE=USD or name the device by its key"
-                )
-        if not hits:
-            raise BadInput(f"--gpu '{part}' matches no device (valid: {', '.join(devices)})")
-        keys += [h for h in hits if h not in keys]
+        keys += [h for h in _gpu_hits(devices, part, priced, priced_only) if h not in keys]
     return keys
 
 
