@@ -40,6 +40,9 @@ def win_probability(
     draws: int = 200,
     seed: int = 0,
     candidates: np.ndarray | None = None,
+    floor_s: np.ndarray | None = None,
+    tiebreak: np.ndarray | None = None,
+    tie: float = 0.0,
 ) -> Ranking:
     """Share of draws in which each plan minimises ``(compute x a_g + comm x b) x per_second``.
 
@@ -47,7 +50,10 @@ def win_probability(
     ``per_second``: objective per second of iteration (e.g. iterations to train); ``group``:
     (P,) non-negative group index of each plan (device x precision); ``sd_*``: standard
     deviation of the log factors. ``candidates``: mask of plans that may win (feasible ones).
-    Work is O(draws x P) in numpy.
+    ``floor_s``: a per-plan iteration time no draw goes below (e.g. the data loader's bound,
+    which the GPU efficiencies do not move). ``tiebreak``, ``tie``: plans within ``tie``
+    (relative) of a draw's best count as equal and the lowest ``tiebreak`` among them wins, the
+    rule the optimizer ranks by. Work is O(draws x P) in numpy.
     """
     compute_s = np.asarray(compute_s, dtype=float)
     comm_s = np.asarray(comm_s, dtype=float)
@@ -67,8 +73,16 @@ def win_probability(
     chunk = max(1, int(4e6 // max(idx.size, 1)))
     counts = np.zeros(idx.size)
     c, m, w = compute_s[idx], comm_s[idx], per_second[idx]
+    f = np.zeros(idx.size) if floor_s is None else np.asarray(floor_s, dtype=float)[idx]
+    order = None
+    if tiebreak is not None and tie > 0:  # rank in [0, 1): breaks ties inside one tie step
+        order = np.argsort(np.argsort(np.asarray(tiebreak, dtype=float)[idx], kind="stable")) / idx.size
     for s in range(0, draws, chunk):
-        obj = (c[None, :] * a[s : s + chunk][:, g_inv] + m[None, :] * b[s : s + chunk]) * w[None, :]
+        it = c[None, :] * a[s : s + chunk][:, g_inv] + m[None, :] * b[s : s + chunk]
+        obj = np.maximum(it, f[None, :]) * w[None, :]
+        if order is not None:
+            low = obj.min(axis=1, keepdims=True)
+            obj = np.floor(np.log(obj / low) / np.log1p(tie)) + order[None, :]
         counts += np.bincount(np.argmin(obj, axis=1), minlength=idx.size)
     win[idx] = counts / draws
     return Ranking(win, draws)

@@ -47,3 +47,28 @@ def test_sd_from_interval():
     assert unc.sd_from_interval(
         np.exp(-1.2815515655446004), np.exp(1.2815515655446004), 0.8
     ) == pytest.approx(1.0)
+
+
+def test_a_floor_no_draw_moves_keeps_tied_plans_tied():
+    # two plans bound by the same data loader (floor 2.0): the GPUs' speed does not matter, so
+    # the first one (lower objective weight) wins every draw
+    r = unc.win_probability(
+        np.array([0.5, 0.25]),
+        np.zeros(2),
+        np.array([1.0, 1.001]),
+        np.array([0, 1]),
+        0.2,
+        0.0,
+        floor_s=np.array([2.0, 2.0]),
+    )
+    np.testing.assert_array_equal(r.win, [1, 0])
+
+
+def test_ties_go_to_the_lower_tiebreak():
+    # three plans within 0.1% of each other on three devices; with a 0.5% tie step the cheapest
+    # (tiebreak 1) wins unless its device's draw pushes it out of the tie step
+    c = np.array([1.000, 1.0005, 1.001])
+    r = unc.win_probability(
+        c, np.zeros(3), np.ones(3), np.arange(3), 0.0, 0.0, tiebreak=np.array([3.0, 1.0, 2.0]), tie=5e-3
+    )
+    np.testing.assert_array_equal(r.win, [0, 1, 0])

@@ -90,6 +90,13 @@ def optimize(
             help="Calibration profile of the modern rules (`planner calibrate -o`); default: shipped."
         ),
     ] = None,
+    data_loader: Annotated[
+        str,
+        typer.Option(
+            help="Input pipeline bound (modern rules): cpu (JPEG decoding on the host's cores), dali (GPU "
+            "decoding), none; auto: cpu for image sets read from storage (ImageNet), none otherwise."
+        ),
+    ] = defaults.DATA_LOADER,
     conv_algorithm: Annotated[ConvAlg, typer.Option(help="Convolution cost model.")] = ConvAlg.gemm,
     trials: Annotated[int, typer.Option(help="Optuna trials (total, counting a resumed study's).")] = 200,
     timeout: Annotated[

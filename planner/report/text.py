@@ -23,8 +23,8 @@ def _best_lines(result) -> list[str]:
         f"{b['network']} between nodes)",
         f"  {split}, {b['batch_per_worker']} samples per GPU (global batch {b['global_batch']:,}), "
         f"{b['scheme']} AllReduce, {b['precision']}" + "".join(f", {k} {b[k]}" for k in _set_axes(result)),
-        f"  time to train {duration(b['time_to_train_s'])}   cost {cost}   "
-        f"iteration {b['iteration_ms']:,.2f} ms   {b['throughput_samples_s']:,.0f} samples/s   "
+        f"  time to train {duration(b['time_to_train_s'])}{_range(b, 'time_to_train_s')}   cost {cost}   "
+        f"iteration {b['iteration_ms']:,.2f} ms{_range(b, 'iteration_ms')}   {b['throughput_samples_s']:,.0f} samples/s   "
         f"memory {b['memory_gb']:.1f} of {b['device_memory_gb']:.0f} GB",
         f"  per iteration: forward {b['forward_ms']:,.2f} ms, backward {b['backward_ms']:,.2f} ms, "
         f"update {b['update_ms']:,.2f} ms, communication {b['comm_ms']:,.2f} ms"
@@ -32,7 +32,47 @@ def _best_lines(result) -> list[str]:
         "",
         "Why it wins:",
         *[f"  - {w}" for w in b["why"]],
+        *_confidence_lines(b),
     ]
+
+
+def _range(b: dict, key: str) -> str:
+    """' (lo-hi, 80%)' from the calibration's interval, when the model has one."""
+    r = b.get(f"{key}_range")
+    if not r:
+        return ""
+    if key == "iteration_ms":
+        return f" ({r[0]:,.1f}-{r[1]:,.1f} ms, 80%)"
+    return f" ({duration(r[0])} to {duration(r[1])}, 80%)"
+
+
+def _hw(b: dict) -> str:
+    return f"{b['gpus']} x {b['gpu']}"
+
+
+def _confidence_lines(b: dict) -> list[str]:
+    c = b.get("confidence")
+    if not c:
+        return []
+    head = (
+        f"How sure: {_hw(b)} stays the best choice in {c['best_win']:.0%} of {c['draws']} draws of the efficiencies "
+        f"within the calibration's error (each GPU type's compute off by a factor, sd {c['sd_log']:.2f} in log)"
+    )
+    rival = c["rival"]
+    if rival and rival["win"] > 0:
+        head += f"; the strongest rival, {rival['gpus']} x {rival['gpu']}, wins {rival['win']:.0%}"
+    lines = [f"  - {head}."]
+    if c.get("uncalibrated"):
+        lines.append(
+            f"  - No published run of a {c['uncalibrated']} GPU is in the calibration: its prediction rests on the "
+            "cited datasheet efficiencies alone."
+        )
+    if not c["clear"]:
+        lines.append(
+            "  - The top plans cannot be told apart within the model's error: compare the next best below, "
+            "or calibrate on your own runs (planner calibrate)."
+        )
+    return lines
 
 
 def _alternatives_lines(result) -> list[str]:

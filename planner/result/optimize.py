@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 from planner.errors import InfeasibleError
 from planner.request.optimize import OptimizeRequest, request_dict
+from planner.result.confidence import confidence
 from planner.result.explain import baseline, diagnose, explain
 from planner.result.records import plan_record
 from planner.search.certify import Outcome
@@ -89,6 +90,9 @@ def result(out: Outcome, req: OptimizeRequest) -> Result:
     pool, best_i, best, alts, front = pick(out, req.alternatives)
     base = baseline(out.scorer, pool.cols, best_i)
     best["why"] = explain(best, base)
+    sure = confidence(out.scorer, pool, out.objectives, req.seed)
+    if sure is not None:
+        best["confidence"] = sure
     constraints = {**out.scorer.limits.summary(), "optimizer": req.optimizer, "binding": best["binding"]}
     return Result(
         req.net,

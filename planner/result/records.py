@@ -75,6 +75,11 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
     rec["constraints"] = {n: float(v) for n, v in zip(scorer.limits.names(), cons, strict=True)}
     rec["binding"] = [n for n, v in rec["constraints"].items() if -0.05 < v <= 0 and n != "supported"]
     rec["estimate_command"] = estimate_command(scorer, rec)
+    interval = scorer.model.interval if scorer.model is not None else None
+    if interval is not None:  # the calibration's 80% interval (held-out error)
+        lo, hi = interval
+        rec["iteration_ms_range"] = [rec["iteration_ms"] / hi, rec["iteration_ms"] / lo]
+        rec["time_to_train_s_range"] = [rec["time_to_train_s"] / hi, rec["time_to_train_s"] / lo]
     return rec
 
 

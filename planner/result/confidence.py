@@ -1,0 +1,79 @@
+"""How sure is the answer? How often the recommended hardware (GPU type and count) stays the
+best under the model's error.
+
+The calibration's held-out residuals give the spread of a prediction (the profile's 80%
+interval, as a log-normal standard deviation). Each Monte Carlo draw scales every GPU type and
+precision's compute time by its own factor and all communication by one factor, then re-ranks
+every feasible plan of the space (:func:`costs.uncertainty.win_probability`, vectorised). A
+data-loader bound is held fixed: the efficiencies do not move it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from costs.hardware import PRECISIONS
+from costs.uncertainty import sd_from_interval, win_probability
+from planner import catalog
+from planner.metrics.scorer import Scorer
+from planner.search.scored import TIE, Scored, ranked
+
+DRAWS = 200
+CLEAR = 0.5  # below this win share, the top plans cannot be told apart
+LINEAR = ("time", "cost")  # objectives proportional to the iteration time
+
+
+def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: int = 0) -> dict | None:
+    """Win share of the first-ranked plan and of its strongest rival, or None when the model has
+    no calibrated interval or the objective is not proportional to the iteration time."""
+    model = scorer.model
+    interval = model.interval if model is not None else None
+    if interval is None or len(objectives) != 1 or objectives[0] not in LINEAR:
+        return None
+    order = ranked(pool)
+    if order.size == 0:
+        return None
+    m = scorer.metrics({a: c[order] for a, c in pool.cols.items()})
+    it, comm, stall = m["iteration_s"], m["comm_s"], m["input_s"]
+    compute = it - comm - stall
+    # the data loader's bound holds for every plan, binding or not: samples per GPU / its rate
+    floor = m["global_batch"] / m["gpus"] / model.loader_per_gpu
+    prec = np.array([PRECISIONS.index(p) for p in m["precision_name"]])
+    group = pool.cols["gpu"][order] * len(PRECISIONS) + prec
+    sd = sd_from_interval(*interval)
+    per_second = pool.objectives[0, order] / it
+    r = win_probability(
+        compute,
+        comm,
+        per_second,
+        group,
+        sd,
+        sd,
+        draws=DRAWS,
+        seed=seed,
+        floor_s=floor,
+        tiebreak=pool.tiebreak[0, order] if pool.tiebreak is not None else None,
+        tie=TIE,
+    )
+    # the hardware choice is the question: wins of plans on the same GPU type and count add up
+    gpu = scorer.space.choices("gpu")
+    keys = list(zip(pool.cols["gpu"][order].tolist(), m["gpus"].tolist()))
+    share: dict[tuple, float] = {}
+    for k, w in zip(keys, r.win):
+        share[k] = share.get(k, 0.0) + float(w)
+    mine = keys[0]
+    rivals = sorted(((w, k) for k, w in share.items() if k != mine), reverse=True)
+    rival = (
+        {"gpu": gpu[rivals[0][1][0]], "gpus": int(rivals[0][1][1]), "win": rivals[0][0]} if rivals else None
+    )
+    generation = str(catalog.device(gpu[mine[0]]).raw.get("generation", ""))
+    fitted = any(k.startswith(f"gemm.{generation}.") for k in model.profile.scales)
+    return {
+        "uncalibrated": None if fitted else generation,
+        "draws": DRAWS,
+        "sd_log": sd,
+        "interval": list(interval),
+        "best_win": share[mine],
+        "rival": rival,
+        "clear": bool(share[mine] >= CLEAR),
+    }
