@@ -63,6 +63,11 @@ def _check(name: str, data) -> None:
     "name,args",
     [
         ("optimize_alexnet_16gpus.json", ["optimize", "alexnet", "--budget", "16gpus"]),
+        # PALEO's rule set stays selectable: the main job as it was answered before the modern rules
+        (
+            "optimize_alexnet_16gpus_paleo.json",
+            ["optimize", "alexnet", "--budget", "16gpus", "--rules", "paleo-2018", "--precision", "fp32"],
+        ),
         (
             "optimize_resnet50_cost.json",
             [

@@ -17,7 +17,7 @@ from planner.pipeline import optimize
 from planner.request.estimate import EstimateRequest
 from planner.request.optimize import OptimizeRequest
 from planner.request.parse import parse_budgets, parse_duration
-from planner.search.scored import pareto_mask
+from planner.search.scored import TIE, pareto_mask
 
 ZOO = sorted(catalog.zoo())
 
@@ -251,7 +251,8 @@ def test_storage_persists_and_resumes(kind, tmp_path):
         )
     )
     assert again.search["trials"] == 90 and again.search["trials_this_run"] == 50
-    assert again.best["objective"] <= first.best["objective"]
+    # never worse than before, up to the tie step within which the cheaper plan is preferred
+    assert again.best["objective"] <= first.best["objective"] * (1 + TIE)
     done = optimize(
         OptimizeRequest(
             "alexnet", budget=("8gpus",), trials=90, storage=url, study_name="s", exhaustive="never"

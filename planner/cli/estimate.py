@@ -153,6 +153,14 @@ def estimate(
             + (f", {r0['accumulation']} microbatches per step" if r0["accumulation"] != 1 else "")
         )
         typer.echo(render.table(records, ESTIMATE_COLUMNS))
+        too_big = [x for x in records if not x.get("fits_memory", True)]
+        if too_big:
+            worst = max(too_big, key=lambda x: x["memory_gb"])
+            typer.echo(
+                f"Does not fit: {len(too_big)} of {len(records)} rows need more memory per GPU than the "
+                f"{worst['device']}'s usable 90% (up to {worst['memory_gb']:,.1f} GB at {worst['workers']} workers, "
+                f"batch {worst['batch_per_worker']}); a smaller batch per worker or a hybrid split needs less."
+            )
         if "total_ms_range" in r0:
             lo, hi = r0["total_ms_range"][0] / r0["total_ms"], r0["total_ms_range"][1] / r0["total_ms"]
             typer.echo(
