@@ -54,7 +54,9 @@ def record(
     # memory per GPU, as the optimizer's memory constraint counts it (planner.metrics.memory)
     from planner.metrics import memory
 
-    need = memory.per_gpu(r.local_params[i], r.activation_bytes[i], memory.bytes_per_param(rec["precision"], req.optimizer))
+    need = memory.per_gpu(
+        r.local_params[i], r.activation_bytes[i], memory.bytes_per_param(rec["precision"], req.optimizer)
+    )
     rec["memory_gb"] = float(need / 1e9)
     rec["fits_memory"] = bool(need <= catalog.device(device).device.memory_bytes * MEMORY_FRACTION)
     overhead = getattr(r, "overhead", None)

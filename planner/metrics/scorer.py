@@ -59,13 +59,18 @@ class Scorer:
         self._kwargs = self.model.kwargs(self.devices, self.links) if self.model else {}
         self._loader = self.model.loader_per_gpu if self.model and self.model.modern else float("inf")
 
-    def metrics(self, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Every reported number of every plan (arrays), see the module docstring."""
+    def evaluate(self, cols: dict[str, np.ndarray], **override):
+        """(plans, breakdown) of index columns; ``override`` replaces evaluator arguments (e.g.
+        another ``efficiency`` for a sensitivity analysis)."""
         p = self.space.to_plans(cols, ppp_comp=self.ppp_comp, ppp_comm=self.ppp_comm, pipeline=self.pipeline)
         kw = dict(self._kwargs)
         if np.isfinite(self._loader):  # a node's loader feeds its GPUs
             kw["loader_rate"] = self._loader * np.minimum(p.gpus_per_node, p.workers)
-        r = evaluate(self.costs, p, self.devices, self.links, **kw)
+        return p, evaluate(self.costs, p, self.devices, self.links, **{**kw, **override})
+
+    def metrics(self, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Every reported number of every plan (arrays), see the module docstring."""
+        p, r = self.evaluate(cols)
         self.evaluated += len(p)
         prec = np.asarray(PRECISIONS)[p.precision]
         param_bytes = np.array([memory.bytes_per_param(x, self.optimizer) for x in PRECISIONS])

@@ -13,7 +13,7 @@ from html import escape
 
 import numpy as np
 
-from planner.report import charts
+from planner.report import charts, tornado
 from planner.units import duration
 
 CLOUD_CELLS = (120, 80)  # occupancy grid of the faint "every evaluated plan" layer
@@ -271,7 +271,7 @@ from the front); hover a point for its plan.</p>
 <h2>Where the time goes</h2>
 <p class="muted">{escape(_time_note(data))}</p>
 {charts.breakdown_chart(data)}
-<h2>Scaling</h2>
+{tornado.html_section(data)}<h2>Scaling</h2>
 <p class="muted">Throughput with N GPUs over one GPU, data parallel, same batch per GPU.</p>
 {charts.scaling_chart(data)}
 <h2>Inputs</h2>
@@ -309,6 +309,7 @@ def render_markdown(data: dict, chart_dir: str = "charts") -> str:
         "",
         f"![Breakdown]({chart_dir}/breakdown.svg)",
         "",
+        *tornado.markdown_lines(data, chart_dir),
         "## Scaling",
         "",
         f"![Scaling]({chart_dir}/scaling.svg)",
@@ -328,4 +329,5 @@ def render_files(data: dict) -> dict[str, str]:
         "charts/front.svg": charts.front_chart(data),
         "charts/breakdown.svg": charts.breakdown_chart(data),
         "charts/scaling.svg": charts.scaling_chart(data),
+        **({"charts/tornado.svg": tornado.tornado_chart(data)} if tornado.rows_of(data) else {}),
     }

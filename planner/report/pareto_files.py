@@ -21,6 +21,7 @@ from planner.report.render import to_csv
 from planner.request.optimize import OptimizeRequest, request_dict
 from planner.result.explain import diagnose
 from planner.result.records import PLAN_AXES, PLAN_BREAKDOWN, axis_columns, plan_record, scalar
+from planner.result.sensitivity import sensitivity
 from planner.search.certify import Outcome
 from planner.search.scored import front_indices
 from planner.space.axes import OPTIONS
@@ -144,6 +145,9 @@ def pareto_report(out: Outcome, req: OptimizeRequest) -> tuple[dict, dict[str, s
     if keep.size == 0:
         raise InfeasibleError(diagnose(scorer, src))
     front = [plan_record(scorer, src.cols, int(j), out.objectives) for j in keep]
+    tornado = sensitivity(scorer, src.cols, int(keep[0]))  # the fastest front plan
+    if tornado is not None:
+        front[0]["sensitivity"] = tornado
     search = {**out.search, **out.front_check(keep)}
     valid = src.objectives[0] < 1e29
     cols = {a: c[valid] for a, c in src.cols.items()}

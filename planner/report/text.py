@@ -33,7 +33,22 @@ def _best_lines(result) -> list[str]:
         "Why it wins:",
         *[f"  - {w}" for w in b["why"]],
         *_confidence_lines(b),
+        *_sensitivity_lines(b),
     ]
+
+
+def _sensitivity_lines(b: dict, top: int = 4) -> list[str]:
+    """The parameters the iteration time hangs on most, as a small text tornado."""
+    rows = [r for r in b.get("sensitivity") or [] if abs(r["plus_ms"] - r["minus_ms"]) > 1e-3 * r["base_ms"]]
+    if not rows:
+        return []
+    width = max(len(r["parameter"]) for r in rows[:top])
+    span = max(abs(r["plus_ms"] - r["minus_ms"]) for r in rows[:top])
+    out = ["", "What it hangs on (iteration time with each rate or overhead 20% lower / higher):"]
+    for r in rows[:top]:
+        bar = "#" * max(1, round(20 * abs(r["plus_ms"] - r["minus_ms"]) / span))
+        out.append(f"  {r['parameter']:<{width}}  {r['minus_ms']:>9,.2f} / {r['plus_ms']:<9,.2f} ms  {bar}")
+    return out
 
 
 def _range(b: dict, key: str) -> str:

@@ -14,6 +14,7 @@ from planner.request.optimize import OptimizeRequest, request_dict
 from planner.result.confidence import confidence
 from planner.result.explain import baseline, diagnose, explain
 from planner.result.records import plan_record
+from planner.result.sensitivity import sensitivity
 from planner.search.certify import Outcome
 from planner.search.scored import Scored, best_index, front_indices, ranked
 
@@ -93,6 +94,9 @@ def result(out: Outcome, req: OptimizeRequest) -> Result:
     sure = confidence(out.scorer, pool, out.objectives, req.seed)
     if sure is not None:
         best["confidence"] = sure
+    tornado = sensitivity(out.scorer, pool.cols, best_i)
+    if tornado is not None:
+        best["sensitivity"] = tornado
     constraints = {**out.scorer.limits.summary(), "optimizer": req.optimizer, "binding": best["binding"]}
     return Result(
         req.net,

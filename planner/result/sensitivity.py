@@ -1,0 +1,37 @@
+"""What the answer hangs on: the best plan's iteration time with each efficiency, bandwidth and
+overhead moved by +-20% on its own (:func:`costs.sensitivity.tornado`), modern rules only."""
+
+from __future__ import annotations
+
+from costs.sensitivity import tornado
+from planner.metrics.scorer import Scorer
+
+DELTA = 0.2
+
+
+def sensitivity(scorer: Scorer, cols: dict, i: int) -> list[dict] | None:
+    """Tornado rows (parameter, iteration ms at -20% and +20%, base) of plan ``i``; None under
+    PALEO's rule sets, whose knobs (PPP) are the user's to set."""
+    kwargs = scorer.model.kwargs(scorer.devices, scorer.links) if scorer.model else {}
+    if "efficiency" not in kwargs:
+        return None
+    one = {a: c[i : i + 1] for a, c in cols.items()}
+    p, _ = scorer.evaluate(one)
+    where = {
+        "device": int(p.device[0]),
+        "precision": int(p.precision[0]),
+        "intra": int(p.intra_link[0]),
+        "inter": int(p.network[0]),
+    }
+    rows = tornado(
+        lambda eff: scorer.evaluate(one, efficiency=eff)[1].total[0], kwargs["efficiency"], where, DELTA
+    )
+    return [
+        {
+            "parameter": r["parameter"],
+            "minus_ms": r["minus"] * 1e3,
+            "plus_ms": r["plus"] * 1e3,
+            "base_ms": r["base"] * 1e3,
+        }
+        for r in rows
+    ]
