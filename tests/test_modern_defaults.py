@@ -83,3 +83,16 @@ def test_bad_input_is_one_line_exit_2(capsys, tmp_path, monkeypatch, argv, says)
     err = capsys.readouterr().err
     assert says in err and err.count("\n") == 1 and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_sweep_specs_take_the_cost_model_options(tmp_path):
+    from planner.sweep.spec import load
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "name: s\ntrials: 10\ngrid:\n  net: [alexnet]\n  data_loader: [cpu, dali]\n"
+        "options:\n  budget: 8gpus\n  rules: modern\n"
+    )
+    cells = load(spec).cells()
+    assert [c.request.data_loader for c in cells] == ["cpu", "dali"]
+    assert all(c.request.rules == "modern" and c.request.precision == "auto" for c in cells)

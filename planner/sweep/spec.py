@@ -53,6 +53,8 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "ppp_comp": (int, float),
     "ppp_comm": (int, float),
     "rules": (str,),
+    "calibration": (str,),  # a profile file of `planner calibrate -o` (modern rules)
+    "data_loader": (str,),  # auto | cpu | dali | none
     "conv_algorithm": (str,),
     "exhaustive": (str,),
     # the options of declared search axes (planner.space.axes), e.g. accumulation: "1,2,4"
