@@ -32,10 +32,34 @@ def test_cpu_loader_bounds_alexnet_and_is_cited(capsys):
     """CPU JPEG decoding: samples/s per core x host cores per GPU (configs/efficiencies.toml)."""
     per_gpu = catalog.loader_rates()["cpu_jpeg"]["samples_per_s_per_core"] * catalog.host_cores_per_gpu()
     assert CostModel.of("modern", loader="cpu").loader_per_gpu == pytest.approx(per_gpu)
-    cpu = _json(capsys, "estimate", "alexnet", "--workers", "8", "--gpus-per-node", "8", "--batch", "512",
-                "--scheme", "ring")[0]
-    none = _json(capsys, "estimate", "alexnet", "--workers", "8", "--gpus-per-node", "8", "--batch", "512",
-                 "--scheme", "ring", "--data-loader", "none")[0]
+    cpu = _json(
+        capsys,
+        "estimate",
+        "alexnet",
+        "--workers",
+        "8",
+        "--gpus-per-node",
+        "8",
+        "--batch",
+        "512",
+        "--scheme",
+        "ring",
+    )[0]
+    none = _json(
+        capsys,
+        "estimate",
+        "alexnet",
+        "--workers",
+        "8",
+        "--gpus-per-node",
+        "8",
+        "--batch",
+        "512",
+        "--scheme",
+        "ring",
+        "--data-loader",
+        "none",
+    )[0]
     # AlexNet on 8 H100s outruns a CPU loader: the loader's rate is the throughput
     assert cpu["throughput_samples_s"] == pytest.approx(8 * per_gpu, rel=1e-9)
     assert none["throughput_samples_s"] > 2 * cpu["throughput_samples_s"]
@@ -58,11 +82,18 @@ def test_main_job_explains_the_input_bound_and_how_sure(capsys):
 
 
 def test_estimate_flags_what_does_not_fit(capsys):
-    recs = _json(capsys, "estimate", "vgg16", "--device", "T4", "--batch", "512", "--workers", "1", "--scheme", "ring")
+    recs = _json(
+        capsys, "estimate", "vgg16", "--device", "T4", "--batch", "512", "--workers", "1", "--scheme", "ring"
+    )
     assert recs[0]["fits_memory"] is False and recs[0]["memory_gb"] > 16 * 0.9
-    assert main(["estimate", "vgg16", "--device", "T4", "--batch", "512", "--workers", "1", "--scheme", "ring"]) == 0
+    assert (
+        main(["estimate", "vgg16", "--device", "T4", "--batch", "512", "--workers", "1", "--scheme", "ring"])
+        == 0
+    )
     assert "Does not fit: 1 of 1 rows" in capsys.readouterr().out
-    ok = _json(capsys, "estimate", "vgg16", "--device", "T4", "--batch", "32", "--workers", "1", "--scheme", "ring")
+    ok = _json(
+        capsys, "estimate", "vgg16", "--device", "T4", "--batch", "32", "--workers", "1", "--scheme", "ring"
+    )
     assert ok[0]["fits_memory"] is True
 
 
@@ -71,8 +102,14 @@ def test_estimate_flags_what_does_not_fit(capsys):
     [
         (["optimize", "alexnet", "--epochs", "nan"], "--epochs must be a positive finite number"),
         (["optimize", "alexnet", "--epochs", "inf"], "--epochs must be a positive finite number"),
-        (["optimize", "alexnet", "--data-loader", "disk"], "--data-loader 'disk' (valid: auto, cpu, dali, none)"),
-        (["optimize", "alexnet", "--rules", "paleo-2018", "--calibration", "x.toml"], "--calibration applies"),
+        (
+            ["optimize", "alexnet", "--data-loader", "disk"],
+            "--data-loader 'disk' (valid: auto, cpu, dali, none)",
+        ),
+        (
+            ["optimize", "alexnet", "--rules", "paleo-2018", "--calibration", "x.toml"],
+            "--calibration applies",
+        ),
         (["estimate", "alexnet", "--calibration", "missing.toml"], "--calibration missing.toml"),
         (["validate", "missing.csv"], "missing.csv"),
     ],
