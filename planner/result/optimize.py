@@ -16,7 +16,7 @@ from planner.result.explain import baseline, diagnose, explain
 from planner.result.records import plan_record
 from planner.result.sensitivity import sensitivity
 from planner.search.certify import Outcome
-from planner.search.scored import Scored, best_index, front_indices, ranked
+from planner.search.scored import TIE, Scored, best_index, front_indices, ranked
 
 
 @dataclass
@@ -91,6 +91,11 @@ def result(out: Outcome, req: OptimizeRequest) -> Result:
     pool, best_i, best, alts, front = pick(out, req.alternatives)
     base = baseline(out.scorer, pool.cols, best_i)
     best["why"] = explain(best, base)
+    if len(out.objectives) == 1 and alts and alts[0]["objective"] <= best["objective"] * (1 + TIE):
+        best["why"].append(
+            f"as good as the next best within {TIE:.1%}: among plans that tie, the cheaper (for time) or faster "
+            "(for cost) wins, then the less communication-bound."
+        )
     sure = confidence(out.scorer, pool, out.objectives, req.seed)
     if sure is not None:
         best["confidence"] = sure
