@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from planner.cli.app import app
+from planner.cli.model_options import Calibration, DataLoader, PppComm, PppComp, Rules
 from planner.cli.options import ConvAlg, Fmt, Parallel, Precision, RulesOpt, Scaling, SchemeOpt, What
 from planner.request import defaults
 
@@ -47,12 +48,8 @@ def estimate(
     scheme: Annotated[
         SchemeOpt, typer.Option(help="AllReduce scheme; 'all' is PALEO's three plus ring.")
     ] = SchemeOpt.all,
-    ppp_comp: Annotated[
-        float, typer.Option(help="PALEO rule sets: platform percent of peak for compute, in (0, 1].")
-    ] = defaults.PPP_COMP,
-    ppp_comm: Annotated[
-        float, typer.Option(help="PALEO rule sets: platform percent of peak for communication, in (0, 1].")
-    ] = defaults.PPP_COMM,
+    ppp_comp: PppComp = defaults.PPP_COMP,
+    ppp_comm: PppComm = defaults.PPP_COMM,
     pipeline: Annotated[
         bool, typer.Option("--pipeline", help="Overlap each layer's memory traffic with its compute.")
     ] = False,
@@ -65,25 +62,12 @@ def estimate(
     gpus_per_node: Annotated[
         int, typer.Option(help="GPUs per node: the device's intra-node link inside, --network between.")
     ] = 1,
-    rules: Annotated[
-        RulesOpt,
-        typer.Option(help="Cost model: modern (calibrated roofline) or a PALEO rule set to reproduce."),
-    ] = RulesOpt(defaults.RULES),
-    calibration: Annotated[
-        str | None,
-        typer.Option(
-            help="Calibration profile of the modern rules (`planner calibrate -o`); default: shipped."
-        ),
-    ] = None,
+    rules: Rules = RulesOpt(defaults.RULES),
+    calibration: Calibration = None,
     optimizer: Annotated[
         str, typer.Option(help="Modern rules: optimizer step traffic, sgd, momentum or adam.")
     ] = defaults.OPTIMIZER,
-    data_loader: Annotated[
-        str,
-        typer.Option(
-            help="Modern rules: input pipeline bound, cpu, dali, none; auto: cpu for ImageNet-style nets."
-        ),
-    ] = defaults.DATA_LOADER,
+    data_loader: DataLoader = defaults.DATA_LOADER,
     conv_algorithm: Annotated[
         ConvAlg, typer.Option(help="Convolution cost model; best = the cheaper per layer.")
     ] = ConvAlg.gemm,

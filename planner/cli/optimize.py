@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from planner.cli.app import app
+from planner.cli.model_options import Calibration, DataLoader, PppComm, PppComp, Rules
 from planner.cli.options import ConvAlg, Fmt, RulesOpt
 from planner.request import defaults
 
@@ -75,28 +76,11 @@ def optimize(
     hybrid: Annotated[
         bool, typer.Option("--hybrid/--no-hybrid", help="Also search hybrid data/model splits.")
     ] = True,
-    ppp_comp: Annotated[
-        float, typer.Option(help="PALEO rule sets: platform percent of peak for compute.")
-    ] = defaults.PPP_COMP,
-    ppp_comm: Annotated[
-        float, typer.Option(help="PALEO rule sets: platform percent of peak for communication.")
-    ] = defaults.PPP_COMM,
-    rules: Annotated[
-        RulesOpt, typer.Option(help="Cost model: modern (calibrated roofline) or a PALEO rule set.")
-    ] = RulesOpt(defaults.RULES),
-    calibration: Annotated[
-        str | None,
-        typer.Option(
-            help="Calibration profile of the modern rules (`planner calibrate -o`); default: shipped."
-        ),
-    ] = None,
-    data_loader: Annotated[
-        str,
-        typer.Option(
-            help="Input pipeline bound (modern rules): cpu (JPEG decoding on the host's cores), dali (GPU "
-            "decoding), none; auto: cpu for image sets read from storage (ImageNet), none otherwise."
-        ),
-    ] = defaults.DATA_LOADER,
+    ppp_comp: PppComp = defaults.PPP_COMP,
+    ppp_comm: PppComm = defaults.PPP_COMM,
+    rules: Rules = RulesOpt(defaults.RULES),
+    calibration: Calibration = None,
+    data_loader: DataLoader = defaults.DATA_LOADER,
     conv_algorithm: Annotated[ConvAlg, typer.Option(help="Convolution cost model.")] = ConvAlg.gemm,
     trials: Annotated[int, typer.Option(help="Optuna trials (total, counting a resumed study's).")] = 200,
     timeout: Annotated[

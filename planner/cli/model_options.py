@@ -1,0 +1,33 @@
+"""The cost-model options every command shares (`optimize`, `pareto`, `estimate`), declared once.
+
+Defaults come from :mod:`planner.request.defaults`, so the commands cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from planner.cli.options import RulesOpt
+
+PppComp = Annotated[
+    float, typer.Option(help="PALEO rule sets: platform percent of peak for compute, in (0, 1].")
+]
+PppComm = Annotated[
+    float, typer.Option(help="PALEO rule sets: platform percent of peak for communication, in (0, 1].")
+]
+Rules = Annotated[
+    RulesOpt, typer.Option(help="Cost model: modern (calibrated roofline) or a PALEO rule set.")
+]
+Calibration = Annotated[
+    str | None,
+    typer.Option(help="Calibration profile of the modern rules (`planner calibrate -o`); default: shipped."),
+]
+DataLoader = Annotated[
+    str,
+    typer.Option(
+        help="Input pipeline bound (modern rules): cpu (JPEG decoding on the host's cores), dali (GPU "
+        "decoding), none; auto: cpu for image sets read from storage (ImageNet), none otherwise."
+    ),
+]
