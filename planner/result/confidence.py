@@ -33,6 +33,11 @@ def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: 
     order = ranked(pool)
     if order.size == 0:
         return None
+    sd = sd_from_interval(*interval)
+    # plans more than 5 standard deviations of a ratio of two draws behind the best never win
+    # in 200 draws (chance < 1e-6 each): leave them out of the Monte Carlo
+    obj = pool.objectives[0, order]
+    order = order[obj <= obj[0] * np.exp(5.0 * sd * np.sqrt(2.0)) + 1e-12]
     m = scorer.metrics({a: c[order] for a, c in pool.cols.items()})
     it, comm, stall = m["iteration_s"], m["comm_s"], m["input_s"]
     compute = it - comm - stall
@@ -40,7 +45,6 @@ def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: 
     floor = m["global_batch"] / m["gpus"] / model.loader_per_gpu
     prec = np.array([PRECISIONS.index(p) for p in m["precision_name"]])
     group = pool.cols["gpu"][order] * len(PRECISIONS) + prec
-    sd = sd_from_interval(*interval)
     per_second = pool.objectives[0, order] / it
     r = win_probability(
         compute,
