@@ -22,6 +22,7 @@ KINDS = {
     "budget-bound": "a budget binds",
     "memory-bound": "memory binds",
     "communication-bound": "communication dominates",
+    "input-bound": "the data loader sets the pace",
     "compute-bound": "compute dominates",
 }
 
@@ -40,12 +41,14 @@ def _describe(p: dict) -> str:
 
 
 def classify(p: dict) -> str:
-    """compute-, communication-, memory- or budget-bound (see :data:`KINDS`)."""
+    """compute-, communication-, input-, memory- or budget-bound (see :data:`KINDS`)."""
     binding = set(p.get("binding", []))
     if binding & {"budget_gpus", "budget_usd", "deadline"}:
         return "budget-bound"
     if "memory" in binding:
         return "memory-bound"
+    if p.get("input_ms", 0.0) >= 0.25 * p["iteration_ms"]:
+        return "input-bound"
     return "communication-bound" if p["comm_ms"] >= 0.5 * p["iteration_ms"] else "compute-bound"
 
 
@@ -77,6 +80,11 @@ def _why(p: dict, i: int, front: list[dict]) -> str:
         detail = (
             f"it needs {p['memory_gb']:.1f} of {p['device_memory_gb']:.0f} GB per GPU, "
             "so a larger batch per GPU would not fit"
+        )
+    elif kind == "input-bound":
+        detail = (
+            f"{p['input_ms'] / it:.0%} of its {it:,.1f} ms iteration waits on the data loader, "
+            "so a faster GPU would not help"
         )
     elif kind == "communication-bound":
         link = p["network"] if p["nodes"] > 1 else p["intra_node_link"]
