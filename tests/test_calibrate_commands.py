@@ -79,3 +79,20 @@ def test_calibrate_then_validate(measured_csv, tmp_path):
     assert v.files["report.html"].count("<circle") >= 24
     lines = v.files["predictions.csv"].splitlines()
     assert len(lines) == 25 and lines[0].startswith("row,source,net")
+
+
+def test_cli_calibrate_and_validate_write_whole_files(measured_csv, tmp_path, capsys):
+    from planner.cli import main
+
+    prof = tmp_path / "mine.toml"
+    assert main(["calibrate", str(measured_csv), "--no-loso", "-o", str(prof)]) == 0
+    out = capsys.readouterr().out
+    assert "Fitted, in sample" in out and f"Saved: {prof}" in out
+    assert tomllib.loads(prof.read_text())["profile"]["error_kind"] == "in-sample"
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.toml"]  # no partial file left
+    report = tmp_path / "val"
+    assert main(["validate", str(measured_csv), "--calibration", str(prof), "--out", str(report)]) == 0
+    assert (report / "report.html").is_file() and (report / "charts" / "scatter.svg").is_file()
+    # a folder given as the profile file is refused before any fit
+    assert main(["calibrate", str(measured_csv), "-o", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
