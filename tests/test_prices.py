@@ -225,3 +225,18 @@ def test_list_prices_flags_an_old_row(configs_copy, capsys):
     assert lines["oldcloud"].rstrip().endswith("OLD")
     assert not lines["testcloud"].rstrip().endswith("OLD")
     assert "2 prices; 1 marked OLD" in out
+
+
+def test_default_pricing_puts_several_gpu_types_on_the_alexnet_front():
+    """Issue 13's done-when: `planner pareto alexnet --budget 16gpus` with default (median
+    on-demand) prices has at least two GPU types on the front, and the report says which price
+    each one used."""
+    from planner.pipeline import pareto
+
+    data, files = pareto(OptimizeRequest("alexnet", budget=("16gpus",), objective="time,cost"))
+    gpus = {p["gpu"] for p in data["front"]}
+    assert len(gpus) >= 2, gpus
+    for p in data["front"]:
+        assert p["usd_per_gpu_hour"] == pytest.approx(catalog.prices()[p["gpu"]].usd_per_gpu_hour)
+        assert p["price_source"] == catalog.prices()[p["gpu"]].source
+        assert f"{p['gpu']} ${p['usd_per_gpu_hour']:,.2f}/GPU-h ({p['price_source']})" in files["report.md"]
