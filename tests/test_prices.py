@@ -240,3 +240,19 @@ def test_default_pricing_puts_several_gpu_types_on_the_alexnet_front():
         assert p["usd_per_gpu_hour"] == pytest.approx(catalog.prices()[p["gpu"]].usd_per_gpu_hour)
         assert p["price_source"] == catalog.prices()[p["gpu"]].source
         assert f"{p['gpu']} ${p['usd_per_gpu_hour']:,.2f}/GPU-h ({p['price_source']})" in files["report.md"]
+
+
+def test_sweep_specs_take_provider_and_pricing(tmp_path):
+    from planner.sweep.spec import SweepSpecError, load
+
+    def spec(options: str):
+        path = tmp_path / "s.yaml"
+        path.write_text(f"name: p\ngrid:\n  net: [alexnet]\n  budget: [8gpus]\noptions:\n{options}")
+        return load(path, tmp_path)
+
+    cell = spec("  provider: gcp,coreweave\n  pricing: spot\n").cells()[0]
+    assert (cell.request.provider, cell.request.pricing) == ("gcp,coreweave", "spot")
+    with pytest.raises(SweepSpecError, match=r"--provider 'nosuch'.*valid: aws"):
+        spec("  provider: nosuch\n")
+    with pytest.raises(SweepSpecError, match=r"no device has a spot price from aws, lambda"):
+        spec("  provider: aws,lambda\n  pricing: spot\n")
