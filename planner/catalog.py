@@ -48,7 +48,6 @@ _NETWORK_KEYS = {
     "source": str,
     "date": str,
 }
-_PRICE_KEYS = {"usd_per_gpu_hour": (int, float), "provider": str, "source": str, "date": str}
 
 
 def configs_dir() -> Path:
@@ -101,8 +100,8 @@ class DeviceInfo:
     paleo: bool
     source: str
     date: str
-    price_usd_per_hour: float | None
-    price_source: str | None
+    price_usd_per_hour: float | None  # default price per GPU-hour (catalog.prices())
+    price_source: str | None  # how it was chosen, e.g. "median on-demand of 4 providers (...)"
     raw: dict = field(compare=False, hash=False, repr=False)
 
 
@@ -135,12 +134,26 @@ def networks() -> dict[str, NetworkInfo]:
 
 
 @lru_cache(maxsize=1)
-def prices() -> dict[str, dict]:
-    """On-demand prices per GPU-hour, by device key."""
-    data = _read_toml("prices.toml")
-    for key, e in data.items():
-        _check("prices.toml", key, e, _PRICE_KEYS)
-    return data
+def price_rows():
+    """Every row of prices.toml (planner.pricing.PriceRow), validated against devices.toml's keys."""
+    from planner.pricing import parse_rows
+
+    return parse_rows(_read_toml("prices.toml"), set(_read_toml("devices.toml")))
+
+
+@lru_cache(maxsize=1)
+def prices() -> dict:
+    """The default price of each priced device (planner.pricing.Price): the median on-demand price
+    per GPU-hour over the providers that offer it."""
+    from planner.pricing import choose
+
+    rows = price_rows()
+    out = {}
+    for key in dict.fromkeys(r.device for r in rows):
+        price = choose(rows, key)
+        if price is not None:
+            out[key] = price
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -184,13 +197,10 @@ def devices() -> dict[str, DeviceInfo]:
             e["paleo"],
             e["source"],
             e["date"],
-            p["usd_per_gpu_hour"] if p else None,
-            p["source"] if p else None,
+            p.usd_per_gpu_hour if p else None,
+            p.source if p else None,
             e,
         )
-    unknown = set(price) - set(out)
-    if unknown:
-        raise CatalogError(f"prices.toml: no device named {', '.join(sorted(unknown))} in devices.toml")
     return out
 
 

@@ -77,6 +77,7 @@ def _clear_caches():
     catalog.devices.cache_clear()
     catalog.networks.cache_clear()
     catalog.prices.cache_clear()
+    catalog.price_rows.cache_clear()
 
 
 # ---- devices -----------------------------------------------------------------------------------
@@ -231,17 +232,18 @@ def test_prices_reference_existing_devices():
     assert prices
     for key, p in prices.items():
         assert key in DEVICES, key
-        assert p["usd_per_gpu_hour"] > 0
-        assert p["source"].strip() and p["date"].strip() and p["provider"].strip()
-        assert DEVICES[key].price_usd_per_hour == p["usd_per_gpu_hour"]
-        assert DEVICES[key].price_source == p["source"]
+        assert p.usd_per_gpu_hour > 0 and p.source.strip()
+        assert DEVICES[key].price_usd_per_hour == p.usd_per_gpu_hour
+        assert DEVICES[key].price_source == p.source
     for key, d in DEVICES.items():
         if key not in prices:
             assert d.price_usd_per_hour is None and d.price_source is None
+    for r in catalog.price_rows():
+        assert r.source.strip() and r.date.strip() and r.provider.strip() and r.region.strip()
 
 
 def test_paleo_demo_price():
-    assert catalog.prices()["TITAN_X"]["usd_per_gpu_hour"] == 0.9  # paleo-model.md §C web demo
+    assert catalog.prices()["TITAN_X"].usd_per_gpu_hour == 0.9  # paleo-model.md §C web demo
 
 
 # ---- lookups -----------------------------------------------------------------------------------
@@ -341,9 +343,11 @@ def test_unknown_network_key_is_rejected(configs_copy):
 
 
 def test_unknown_price_key_is_rejected(configs_copy):
-    _edit(configs_copy / "prices.toml", "[K80]\n", "[K80]\nspot = 0.3\n")
-    with pytest.raises(CatalogError, match=r"prices\.toml.*K80.*spot"):
-        catalog.prices()
+    _edit(configs_copy / "prices.toml", 'device = "K80"\n', 'device = "K80"\nspot = 0.3\n')
+    with pytest.raises(
+        CatalogError, match=r"prices\.toml: \[\[price\]\] row \d+ \(K80 aws\): unknown key.*spot"
+    ):
+        catalog.price_rows()
 
 
 def test_missing_device_key_is_rejected(configs_copy):

@@ -186,7 +186,7 @@ def summary(
 
 @app.command(name="list")
 def list_(
-    what: Annotated[What, typer.Argument(help="nets, devices or networks.")],
+    what: Annotated[What, typer.Argument(help="nets, devices, networks or prices.")],
     format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
 ) -> None:
     """What the catalogs hold, with units and sources."""
@@ -202,3 +202,7 @@ def list_(
         typer.echo(render.to_csv(records), nl=False)
     else:
         typer.echo(render.table(records, cols, 2))
+        if what is What.prices:
+            from planner.report.listing import price_notes
+
+            typer.echo(price_notes(records))

@@ -40,6 +40,17 @@ def optimize(
             help="Your price per GPU-hour, DEVICE=USD (e.g. H100_SXM=2.49); repeatable; overrides the catalog."
         ),
     ] = None,
+    provider: Annotated[
+        str | None,
+        typer.Option(
+            help="Price from these providers only, e.g. aws,lambda (see `planner list prices`). "
+            "Default: the median over every provider that offers the GPU."
+        ),
+    ] = None,
+    pricing: Annotated[
+        str,
+        typer.Option(help="on-demand (default), spot, reserved (the 1-year rate) or reserved-3y."),
+    ] = "on-demand",
     network: Annotated[
         str, typer.Option(help="Link between nodes (see `planner list networks`).")
     ] = defaults.NETWORK,
@@ -150,6 +161,8 @@ def _optimize_request(opts: dict):
         objective=objective,
         gpu=opts["gpu"],
         prices=tuple(opts.get("price") or ()),
+        provider=opts.get("provider"),
+        pricing=opts.get("pricing") or "on-demand",
         network=opts["network"],
         epochs=opts["epochs"],
         dataset_size=opts["dataset_size"],

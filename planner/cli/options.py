@@ -55,3 +55,4 @@ class What(str, Enum):
     nets = "nets"
     devices = "devices"
     networks = "networks"
+    prices = "prices"

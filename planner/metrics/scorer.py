@@ -54,6 +54,7 @@ class Scorer:
     pipeline: bool = False
     evaluated: int = 0
     model: CostModel | None = None  # None: PALEO's rule set of ``costs`` with no options
+    price_sources: tuple[str, ...] = ()  # per GPU of the space: where its price comes from
 
     def __post_init__(self) -> None:
         self._kwargs = self.model.kwargs(self.devices, self.links) if self.model else {}
@@ -123,6 +124,7 @@ class Scorer:
             req.ppp_comm,
             req.pipeline,
             model=problem.model,
+            price_sources=problem.price_sources,
         )
 
     def objective_values(self, m: dict[str, np.ndarray], objectives: tuple[str, ...]) -> np.ndarray:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 from planner import catalog
 
 
 def listing(what: str) -> tuple[list[dict], list[tuple[str, str]]]:
-    """Records and table columns for nets, devices or networks."""
+    """Records and table columns for nets, devices, networks or prices."""
+    if what == "prices":
+        return price_listing(date.today())
     if what == "devices":
         recs = []
         for d in catalog.devices().values():
@@ -85,3 +89,53 @@ def _short(recs: list[dict], width: int = 60) -> list[dict]:
         src = " ".join(str(r.get("source", "")).split())
         r["source_short"] = src if len(src) <= width else src[: width - 3] + "..."
     return recs
+
+
+PRICE_COLUMNS = [
+    ("device", "device"),
+    ("provider", "provider"),
+    ("instance_short", "instance"),
+    ("gpus_per_instance", "GPUs"),
+    ("usd_per_hour", "$/h"),
+    ("usd_per_gpu_hour", "$/GPU-h"),
+    ("pricing", "pricing"),
+    ("region", "region"),
+    ("date", "date"),
+    ("old", "old"),
+]
+
+
+def price_listing(today: date) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Every row of the price table; ``old`` flags rows read more than 12 months before ``today``."""
+    from planner.pricing import is_old
+
+    recs = []
+    for r in catalog.price_rows():
+        recs.append(
+            {
+                "device": r.device,
+                "provider": r.provider,
+                "instance": r.instance,
+                "instance_short": r.instance if len(r.instance) <= 40 else r.instance[:37] + "...",
+                "gpus_per_instance": r.gpus_per_instance,
+                "usd_per_hour": r.usd_per_hour,
+                "usd_per_gpu_hour": round(r.usd_per_gpu_hour, 4),
+                "pricing": r.pricing,
+                "region": r.region,
+                "date": r.date,
+                "old": "OLD" if is_old(r, today) else "",
+                "source": r.source,
+                "note": r.note,
+            }
+        )
+    return _short(recs), PRICE_COLUMNS
+
+
+def price_notes(records: list[dict]) -> str:
+    """The footer of `planner list prices`: how many rows are old and how defaults are chosen."""
+    old = sum(1 for r in records if r["old"])
+    return (
+        f"{len(records)} prices; {old} marked OLD were read more than 12 months ago: re-check them. "
+        "Default price of a GPU: the median over providers of each one's cheapest on-demand price "
+        "(--provider, --pricing and --price change it). Sources: --format json."
+    )

@@ -191,10 +191,24 @@ def _cell(p: dict, key: str) -> str:
     return "" if v is None else str(v)
 
 
+def _price_text(front: list[dict]) -> str:
+    """The price per GPU-hour of each GPU type on the front and where it comes from."""
+    seen = {}
+    for p in front:
+        if p.get("usd_per_gpu_hour") is not None and p["gpu"] not in seen:
+            seen[p["gpu"]] = (
+                f"{p['gpu']} ${p['usd_per_gpu_hour']:,.2f}/GPU-h ({p.get('price_source') or 'given'})"
+            )
+    return "; ".join(seen.values())
+
+
 def _inputs_lines(data: dict) -> list[tuple[str, str]]:
     s = data["search"]
     req = {k: v for k, v in data["inputs"].items() if v not in (None, [], ())}
     rows = [("command inputs", ", ".join(f"{k}={v}" for k, v in req.items()))]
+    prices = _price_text(data["front"])
+    if prices:
+        rows.append(("prices", prices))
     rows.append(
         (
             "search",

@@ -26,6 +26,7 @@ def _best_lines(result) -> list[str]:
         f"  time to train {duration(b['time_to_train_s'])}{_range(b, 'time_to_train_s')}   cost {cost}   "
         f"iteration {b['iteration_ms']:,.2f} ms{_range(b, 'iteration_ms')}   {b['throughput_samples_s']:,.0f} samples/s   "
         f"memory {b['memory_gb']:.1f} of {b['device_memory_gb']:.0f} GB",
+        *_price_line(b),
         f"  per iteration: forward {b['forward_ms']:,.2f} ms, backward {b['backward_ms']:,.2f} ms, "
         f"update {b['update_ms']:,.2f} ms, communication {b['comm_ms']:,.2f} ms"
         + (f", overhead {b['overhead_ms']:,.2f} ms" if b.get("overhead_ms") else ""),
@@ -35,6 +36,13 @@ def _best_lines(result) -> list[str]:
         *_confidence_lines(b),
         *_sensitivity_lines(b),
     ]
+
+
+def _price_line(b: dict) -> list[str]:
+    """Which price per GPU-hour the cost uses, and where it comes from."""
+    if b.get("usd_per_gpu_hour") is None or not b.get("price_source"):
+        return []
+    return [f"  price ${b['usd_per_gpu_hour']:,.2f} per GPU-hour ({b['price_source']})"]
 
 
 def _sensitivity_lines(b: dict, top: int = 4) -> list[str]:

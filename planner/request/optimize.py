@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from costs.hardware import PRECISIONS
-from planner import catalog
+from planner import catalog, pricing
 from planner.errors import BadInput
 from planner.metrics.limits import Limits
 from planner.metrics.memory import OPTIMIZERS
@@ -41,6 +41,8 @@ class OptimizeRequest:
     objective: str = "time"
     gpu: str | None = None
     prices: tuple[str, ...] = ()  # DEVICE=USD per GPU-hour overrides of prices.toml
+    provider: str | None = None  # "aws,lambda": price from these providers only; None: all
+    pricing: str = "on-demand"  # on-demand | spot | reserved (1-year) | reserved-3y
     network: str = defaults.NETWORK
     epochs: float | None = None
     dataset_size: int | None = None
@@ -82,6 +84,7 @@ class Problem:
     epochs: float
     dataset_size: int
     model: CostModel | None = None  # rule set, calibration profile, optimizer
+    price_sources: tuple[str, ...] = ()  # per key of ``gpus``: where its price comes from
 
     def axis_option(self, name: str) -> str | None:
         """The user's text for a declared axis's option, or None when not given."""
@@ -143,15 +146,21 @@ def _gpu_hits(devices: dict, part: str, priced: set[str], priced_only: bool) -> 
 
 
 def select_gpus(
-    pattern: str | None, prices: dict[str, float] | None = None, priced_only: bool = False
+    pattern: str | None,
+    prices: dict[str, float] | None = None,
+    priced_only: bool = False,
+    table: dict | None = None,
 ) -> list[str]:
     """Device keys for ``--gpu A100,H100`` (case-insensitive keys or key prefixes); default:
-    current GPUs with a price (the catalog's or one given with --price).
+    current GPUs with a price (in ``table``, the prices chosen for --provider/--pricing, else the
+    catalog's defaults, or one given with --price).
 
     With ``priced_only`` (a search that needs a cost), a prefix keeps only the devices it matches
     that have a price: an unpriced device has no cost, so every plan on it would be invalid."""
     devices = catalog.devices()
-    priced = {k for k, d in devices.items() if d.price_usd_per_hour is not None} | set(prices or {})
+    if table is None:
+        table = {k: d for k, d in devices.items() if d.price_usd_per_hour is not None}
+    priced = set(table) | set(prices or {})
     if not pattern:
         return [k for k, d in devices.items() if not d.paleo and k in priced]
     keys: list[str] = []
@@ -197,6 +206,36 @@ def _training(req: OptimizeRequest, costs) -> tuple[float, int]:
     return float(epochs), int(dataset)
 
 
+def price_table(req: OptimizeRequest) -> tuple[dict, str]:
+    """The chosen price of each device (planner.pricing.Price) under --provider and --pricing, and
+    those options in words (for errors)."""
+    rows = catalog.price_rows()
+    keep = pricing.parse_providers(req.provider, rows)
+    kind = pricing.parse_pricing(req.pricing)
+    table = {}
+    for key in catalog.devices():
+        price = pricing.choose(rows, key, kind, keep)
+        if price is not None:
+            table[key] = price
+    return table, f"{kind} price" + (f" from {', '.join(keep)}" if keep else "")
+
+
+def _price_columns(gpus, table: dict, overrides: dict[str, float]) -> tuple[np.ndarray, tuple[str, ...]]:
+    """USD per GPU-hour per device (NaN when unknown) and where each comes from."""
+    usd, src = [], []
+    for k in gpus:
+        if k in overrides:
+            usd.append(overrides[k])
+            src.append("your --price")
+        elif k in table:
+            usd.append(table[k].usd_per_gpu_hour)
+            src.append(table[k].source)
+        else:
+            usd.append(np.nan)
+            src.append("no price")
+    return np.array(usd, dtype=float), tuple(src)
+
+
 def validate(req: OptimizeRequest) -> Problem:
     """Check ``req`` and look its names up; every bad option raises :class:`BadInput`."""
     objectives = parse_objectives(req.objective)
@@ -204,12 +243,15 @@ def validate(req: OptimizeRequest) -> Problem:
     deadline = parse_duration(req.deadline)
     _check_numbers(req)
     prices = parse_prices(req.prices)
-    gpus = select_gpus(req.gpu, prices, priced_only="cost" in objectives or max_usd is not None)
+    table, what = price_table(req)
+    gpus = select_gpus(req.gpu, prices, "cost" in objectives or max_usd is not None, table)
+    if not gpus:
+        raise BadInput(f"no device has a {what} in prices.toml (see `planner list prices`)")
     net_info = catalog.network(req.network)
     costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm)
     epochs, dataset = _training(req, costs)
     infos = tuple(catalog.device(k) for k in gpus)
-    usd = [prices.get(i.key, np.nan if i.price_usd_per_hour is None else i.price_usd_per_hour) for i in infos]
+    usd, sources = _price_columns(gpus, table, prices)
     return Problem(
         request=req,
         objectives=objectives,
@@ -217,11 +259,12 @@ def validate(req: OptimizeRequest) -> Problem:
         gpus=tuple(gpus),
         devices=infos,
         network=net_info,
-        prices=np.array(usd, dtype=float),
+        prices=usd,
         costs=costs,
         epochs=epochs,
         dataset_size=dataset,
         model=CostModel.of(
             req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader)
         ),
+        price_sources=sources,
     )

@@ -62,6 +62,12 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
     )
     rec.update({f"{k}_ms": float(m[f"{k}_s"][0] * 1e3) for k in _MS})
     cost = m["cost_usd"][0]
+    g = int(one["gpu"][0])
+    usd = float(scorer.prices[g])
+    rec.update(
+        usd_per_gpu_hour=None if math.isnan(usd) else usd,
+        price_source=scorer.price_sources[g] if g < len(scorer.price_sources) else None,
+    )
     rec.update(
         throughput_samples_s=float(m["throughput_samples_s"][0]),
         time_to_train_s=float(m["time_to_train_s"][0]),

@@ -40,6 +40,8 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "objective": (str,),
     "gpu": (str,),
     "prices": (list,),
+    "provider": (str,),  # aws,lambda
+    "pricing": (str,),  # on-demand | spot | reserved | reserved-3y
     "network": (str,),
     "epochs": (int, float),
     "dataset_size": (int,),
