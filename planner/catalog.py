@@ -327,6 +327,12 @@ def zoo_info() -> dict[str, dict]:
     return {name: json.loads(path.read_text()) for name, path in zoo().items()}
 
 
+def zoo_transformers() -> list[str]:
+    """Zoo nets built from a transformer description (a ``model`` object; costed under the
+    planner and modern rules only); the others are the CNNs PALEO's rules also accept."""
+    return [name for name, spec in zoo_info().items() if "model" in spec]
+
+
 def net_path(name: str) -> Path:
     """A zoo name (or PALEO alias) or a path to a spec file."""
     nets = zoo()
