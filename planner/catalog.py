@@ -351,10 +351,14 @@ def net_path(name: str) -> Path:
 
 @lru_cache(maxsize=64)
 def _net(path: str, rules_name: str):
+    from costs import hf_config
     from costs.graph import build_net, load_spec
     from costs.rules import get_rules
 
-    return build_net(load_spec(path), Path(path).name, get_rules(rules_name))
+    spec = load_spec(path)
+    if hf_config.is_hf_config(spec):  # a Hugging Face config.json: build its layers
+        spec = hf_config.to_spec(spec, Path(path).name)
+    return build_net(spec, Path(path).name, get_rules(rules_name))
 
 
 def load_net(name: str, rules: str):
