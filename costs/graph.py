@@ -200,9 +200,13 @@ def toposort(layers: list[Layer], source: str) -> list[Layer]:
 def _shape(layer: Layer, in_shapes: tuple[Shape, ...], source: str, rules) -> Shape:
     """One layer's output shape under a rule set; every problem is a :class:`SpecError`."""
     if layer.type not in rules.layer_types:
+        from costs.rules import RULES
+
+        others = [r.name for r in RULES.values() if layer.type in r.layer_types]
+        hint = f"; rules {', '.join(others)} support it" if others else ""
         raise SpecError(
             f"layer type '{layer.type}' is not supported by rules {rules.name} "
-            f"(valid: {', '.join(sorted(rules.layer_types))})",
+            f"(valid: {', '.join(sorted(rules.layer_types))}){hint}",
             source=source,
             layer=layer.name,
         )

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from costs import conv
+from costs import conv, transformer
 from costs.conv import F32, Work
 from costs.errors import SpecError
 from costs.nodes import Layer, Shape, ShapedLayer
@@ -308,6 +308,8 @@ KINDS: dict[str, LayerKind] = {
     "Generic": LayerKind(_same_shape),
     "Reshape": LayerKind(_reshape_shape),
     "UpSampling2D": LayerKind(_upsample_shape),
+    # Transformers (costs/transformer.py): the planner and modern rule sets only.
+    **{name: LayerKind(k.shape, k.params, transformer.work) for name, k in transformer.KINDS.items()},
 }
 
 

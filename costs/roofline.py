@@ -58,7 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from costs import tiling
+from costs import tiling, transformer
 from costs.graph import Net, ShapedLayer
 from costs.layers import PHASES
 
@@ -207,6 +207,18 @@ def _elementwise_like(acc: _Acc, s: ShapedLayer) -> None:
     # Reshape: a view, no kernel
 
 
+def _transformer(acc: _Acc, s: ShapedLayer) -> None:
+    """A transformer layer's counts (:mod:`costs.transformer`) as roofline terms; weights are
+    cast to 16 bits for the forward and their gradients back to fp32, as for InnerProduct."""
+    for name, c in transformer.costs(s).items():
+        p = PHASES.index(name)
+        acc.add(p, tc=c.tc, vec=c.vec, act_b=c.act, act_a=c.weights, fixed=c.fixed, kernels=c.kernels)
+        if c.gemm is not None:
+            acc.add(p, gm_n=c.gemm[0], gm_0=c.gemm[1], gn=c.gemm[2], waves=1 if p != BWD_W else 0)
+        if c.weights and c.tc and p != BWD_DATA:
+            acc.add(p, mixed=_CAST_BYTES * c.weights, mixed_kernels=1)
+
+
 def build(net: Net, params: np.ndarray) -> ModernTerms:
     """The modern per-layer terms of ``net`` (``params`` per layer, PALEO's convention)."""
     kids = _children(net)
@@ -217,6 +229,9 @@ def build(net: Net, params: np.ndarray) -> ModernTerms:
         if s.type in _WEIGHTED:
             _gemm(acc, s, int(params[i]), kids)
             tensors[i] = 2
+        elif s.type in transformer.TYPES:
+            _transformer(acc, s)
+            tensors[i] = transformer.param_tensors(s)
         else:
             _elementwise_like(acc, s)
         if _implied_activation(s, kids):

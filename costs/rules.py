@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from costs.transformer import TYPES as _TRANSFORMER_TYPES
+
 # Layer types of PALEO's initial release (paleo-model.md §E.1).
 _TYPES_2016 = frozenset({"Input", "Convolution", "Pooling", "AvgPool", "Dropout", "Concatenate", "Softmax"})
 # Types added by later commits; "Generic" stands for zero-cost pass-throughs such as BatchNorm.
@@ -108,7 +110,7 @@ PALEO_2016 = Rules(
 PLANNER = Rules(
     name="planner",
     description="PALEO with its defects fixed: decimal units, GEMM-cost gradients, update with PPP",
-    layer_types=_TYPES_2018,
+    layer_types=_TYPES_2018 | _TRANSFORMER_TYPES,
     read_padded_input=False,
     tf_same_padding=True,
     symmetric_odd_fix=True,
@@ -122,7 +124,7 @@ PLANNER = Rules(
 MODERN = Rules(
     name="modern",
     description="Roofline per layer with achievable rates, kernel overheads, overlapped alpha-beta collectives",
-    layer_types=_TYPES_2018,
+    layer_types=_TYPES_2018 | _TRANSFORMER_TYPES,
     read_padded_input=False,
     tf_same_padding=True,
     symmetric_odd_fix=True,

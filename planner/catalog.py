@@ -337,6 +337,12 @@ def zoo_info() -> dict[str, dict]:
     return {name: json.loads(path.read_text()) for name, path in zoo().items()}
 
 
+def zoo_transformers() -> list[str]:
+    """Zoo nets built from a transformer description (a ``model`` object; costed under the
+    planner and modern rules only); the others are the CNNs PALEO's rules also accept."""
+    return [name for name, spec in zoo_info().items() if "model" in spec]
+
+
 def net_path(name: str) -> Path:
     """A zoo name (or PALEO alias) or a path to a spec file."""
     nets = zoo()
@@ -355,10 +361,14 @@ def net_path(name: str) -> Path:
 
 @lru_cache(maxsize=64)
 def _net(path: str, rules_name: str):
+    from costs import hf_config
     from costs.graph import build_net, load_spec
     from costs.rules import get_rules
 
-    return build_net(load_spec(path), Path(path).name, get_rules(rules_name))
+    spec = load_spec(path)
+    if hf_config.is_hf_config(spec):  # a Hugging Face config.json: build its layers
+        spec = hf_config.to_spec(spec, Path(path).name)
+    return build_net(spec, Path(path).name, get_rules(rules_name))
 
 
 def load_net(name: str, rules: str):

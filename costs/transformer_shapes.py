@@ -1,0 +1,163 @@
+"""Transformer layer types: per-sample shapes and parameter counts (see :mod:`costs.transformer`).
+
+Shapes carry the sequence: tokens ``(seq,)``, hidden states ``(seq, d)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from costs.errors import SpecError
+from costs.nodes import Layer, Shape, ShapedLayer
+
+
+def _prod(shape) -> int:
+    return math.prod(int(d) for d in shape)
+
+
+def _one(layer: Layer, in_shapes) -> Shape:
+    if len(in_shapes) != 1:
+        raise SpecError(f"{layer.type} takes one parent, got {len(in_shapes)}", layer=layer.name)
+    return in_shapes[0]
+
+
+def _seq(layer: Layer, in_shapes) -> Shape:
+    shape = _one(layer, in_shapes)
+    if len(shape) != 2:
+        raise SpecError(f"{layer.type} needs a (seq, d) input, got {list(shape)}", layer=layer.name)
+    return shape
+
+
+def _pos(layer: Layer, key: str, default: int | None = None) -> int:
+    value = layer.spec.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise SpecError(f"'{key}' must be a positive integer, got {value!r}", layer=layer.name)
+    return value
+
+
+# ---- shapes --------------------------------------------------------------------------------
+
+
+def _embedding_shape(layer, in_shapes, rules) -> Shape:
+    shape = _one(layer, in_shapes)
+    if len(shape) != 1:
+        raise SpecError(f"Embedding needs a (seq,) token input, got {list(shape)}", layer=layer.name)
+    _pos(layer, "vocab")
+    positions = int(layer.spec.get("positions", 0))
+    if positions and shape[0] > positions:
+        raise SpecError(f"sequence {shape[0]} exceeds the {positions} learned positions", layer=layer.name)
+    return (shape[0], _pos(layer, "d_model"))
+
+
+def _linear_shape(layer, in_shapes, rules) -> Shape:
+    return (_seq(layer, in_shapes)[0], _pos(layer, "num_outputs"))
+
+
+def _same_seq_shape(layer, in_shapes, rules) -> Shape:
+    return _seq(layer, in_shapes)
+
+
+def _add_shape(layer, in_shapes, rules) -> Shape:
+    if len(in_shapes) < 2 or any(s != in_shapes[0] for s in in_shapes[1:]):
+        raise SpecError(
+            f"Add needs two or more equal shapes, got {[list(s) for s in in_shapes]}", layer=layer.name
+        )
+    return in_shapes[0]
+
+
+def _bmm_shape(layer, in_shapes, rules) -> Shape:
+    if len(in_shapes) != 2 or len(in_shapes[0]) != 3 or len(in_shapes[1]) != 3:
+        raise SpecError("BatchedMatMul takes two (b, m, k) and (b, k, n) parents", layer=layer.name)
+    (b, m, k), (b2, k2, n) = in_shapes
+    if b != b2 or k != k2:
+        raise SpecError(f"cannot multiply {list(in_shapes[0])} by {list(in_shapes[1])}", layer=layer.name)
+    return (b, m, n)
+
+
+def _heads(layer: Layer) -> tuple[int, int, int]:
+    h, hd = _pos(layer, "n_heads"), _pos(layer, "head_dim")
+    kv = _pos(layer, "n_kv_heads", h)
+    if h % kv:
+        raise SpecError(f"n_heads {h} is not a multiple of n_kv_heads {kv}", layer=layer.name)
+    return h, kv, hd
+
+
+def _attention_shape(layer, in_shapes, rules) -> Shape:
+    s, width = _seq(layer, in_shapes)
+    h, kv, hd = _heads(layer)
+    if width != (h + 2 * kv) * hd:
+        raise SpecError(
+            f"input width {width} is not (n_heads + 2 n_kv_heads) x head_dim = {(h + 2 * kv) * hd}",
+            layer=layer.name,
+        )
+    return (s, h * hd)
+
+
+def _swiglu_shape(layer, in_shapes, rules) -> Shape:
+    s, width = _seq(layer, in_shapes)
+    if width % 2:
+        raise SpecError(f"SwiGLU needs an even width (gate and up halves), got {width}", layer=layer.name)
+    return (s, width // 2)
+
+
+def _moe_shape(layer, in_shapes, rules) -> Shape:
+    shape = _seq(layer, in_shapes)
+    e, k = _pos(layer, "n_experts"), _pos(layer, "top_k")
+    _pos(layer, "d_ff")
+    if k > e:
+        raise SpecError(f"top_k {k} exceeds n_experts {e}", layer=layer.name)
+    return shape
+
+
+def _lm_head_shape(layer, in_shapes, rules) -> Shape:
+    return (_seq(layer, in_shapes)[0], _pos(layer, "vocab"))
+
+
+def _loss_shape(layer, in_shapes, rules) -> Shape:
+    _seq(layer, in_shapes)
+    return (1,)
+
+
+# ---- parameters ----------------------------------------------------------------------------
+
+
+def _tables(layer: Layer) -> list[int]:
+    """Rows of each embedding table: tokens, learned positions, token types (BERT)."""
+    return [int(layer.spec[k]) for k in ("vocab", "positions", "types") if int(layer.spec.get(k, 0)) > 0]
+
+
+def _embedding_params(s: ShapedLayer) -> int:
+    return sum(_tables(s.layer)) * s.out_shape[1]
+
+
+def _linear_params(s: ShapedLayer) -> int:
+    d, m = s.in_shapes[0][1], s.out_shape[1]
+    return d * m + (m if s.layer.spec.get("bias", False) else 0)
+
+
+def _norm_params(s: ShapedLayer) -> int:
+    return (2 if s.type == "LayerNorm" else 1) * s.out_shape[-1]
+
+
+def _expert_params(s: ShapedLayer) -> int:
+    """One expert's feed-forward: SwiGLU has gate, up and down matrices; GELU up and down."""
+    d, f = s.in_shapes[0][1], int(s.layer.spec["d_ff"])
+    bias = f + d if s.layer.spec.get("bias", False) else 0
+    return (3 if s.layer.spec.get("activation", "swiglu") == "swiglu" else 2) * d * f + bias
+
+
+def _moe_params(s: ShapedLayer) -> int:
+    d, e = s.in_shapes[0][1], int(s.layer.spec["n_experts"])
+    return d * e + e * _expert_params(s)  # the router, then every expert
+
+
+def moe_active_params(s: ShapedLayer) -> int:
+    """Parameters one token uses: the router and its top-k experts."""
+    d, e, k = s.in_shapes[0][1], int(s.layer.spec["n_experts"]), int(s.layer.spec["top_k"])
+    return d * e + k * _expert_params(s)
+
+
+def _lm_head_params(s: ShapedLayer) -> int:
+    d, v = s.in_shapes[0][1], s.out_shape[1]
+    own = 0 if s.layer.spec.get("tied", False) else d * v  # tied: the embedding's matrix
+    return own + (v if s.layer.spec.get("bias", False) else 0)

@@ -1,0 +1,187 @@
+"""Build a transformer's layer spec (the graph's JSON format) from a small model description.
+
+The description (``model`` in a zoo file) names the family's choices; everything else is
+derived. Fields: ``d_model``, ``n_layers``, ``n_heads``, ``d_ff``, ``vocab``, ``seq_len``
+(required); ``n_kv_heads`` (default ``n_heads``), ``head_dim`` (``d_model / n_heads``),
+``activation`` (``gelu`` | ``swiglu``), ``norm`` (``layernorm`` | ``rmsnorm``), ``norm_position``
+(``pre`` | ``post``), ``positional`` (``learned`` | ``rope``; RoPE has no parameters and its few
+elementwise FLOPs are not counted), ``max_positions``, ``type_vocab`` (BERT's segment table),
+``tied`` (LM head shares the token embedding), ``bias`` (linear layers carry biases),
+``dropout`` (dropout after the embedding and each residual branch), ``causal``, ``attention``
+(``standard`` | ``flash``), ``mlm_head`` (BERT's dense + GELU + LayerNorm transform before the
+vocabulary projection), ``moe`` (``{"n_experts": E, "top_k": k}``: every feed-forward is a
+mixture of experts), ``batch`` (default sequences per step).
+
+Run as ``python -m costs.transformer_spec FILE...`` to rewrite each file's ``layers`` from its
+``model`` (the zoo's transformer files are generated this way).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from costs.errors import SpecError
+
+_REQUIRED = ("d_model", "n_layers", "n_heads", "d_ff", "vocab", "seq_len")
+_CHOICES = {
+    "activation": ("gelu", "swiglu"),
+    "norm": ("layernorm", "rmsnorm"),
+    "norm_position": ("pre", "post"),
+    "positional": ("learned", "rope"),
+    "attention": ("standard", "flash"),
+}
+_DEFAULTS = {
+    "activation": "gelu",
+    "norm": "layernorm",
+    "norm_position": "pre",
+    "positional": "learned",
+    "attention": "standard",
+    "tied": False,
+    "bias": False,
+    "dropout": False,
+    "causal": True,
+    "mlm_head": False,
+    "type_vocab": 0,
+    "batch": 1,
+}
+
+
+def _checked(desc: dict[str, Any]) -> dict[str, Any]:
+    """The description with defaults filled in; a bad field is a one-line :class:`SpecError`."""
+    if not isinstance(desc, dict):
+        raise SpecError("'model' must be an object")
+    m = {**_DEFAULTS, **desc}
+    for key in _REQUIRED:
+        if not isinstance(m.get(key), int) or isinstance(m.get(key), bool) or m[key] <= 0:
+            raise SpecError(f"model field '{key}' must be a positive integer, got {m.get(key)!r}")
+    for key, valid in _CHOICES.items():
+        if m[key] not in valid:
+            raise SpecError(f"model field '{key}' must be one of {', '.join(valid)}, got {m[key]!r}")
+    m.setdefault("n_kv_heads", m["n_heads"])
+    m.setdefault("head_dim", m["d_model"] // m["n_heads"])
+    m.setdefault("max_positions", m["seq_len"])
+    moe = m.get("moe")
+    if moe is not None and (not isinstance(moe, dict) or {"n_experts", "top_k"} - set(moe)):
+        raise SpecError("model field 'moe' must be an object with 'n_experts' and 'top_k'")
+    return m
+
+
+def _ffn(m: dict, x: str) -> dict[str, dict]:
+    """The feed-forward sublayers reading ``x``; the last one is the branch output."""
+    if m.get("moe"):
+        spec = {"type": "MoE", "parents": [x], "d_ff": m["d_ff"], "activation": m["activation"]}
+        return {"moe": {**spec, "n_experts": m["moe"]["n_experts"], "top_k": m["moe"]["top_k"]}}
+    swiglu = m["activation"] == "swiglu"
+    up = m["d_ff"] * (2 if swiglu else 1)  # SwiGLU: gate and up projections side by side
+    return {
+        "up": {"type": "Linear", "parents": [x], "num_outputs": up, "bias": m["bias"]},
+        "act": {"type": "SwiGLU" if swiglu else "GELU", "parents": ["up"]},
+        "down": {"type": "Linear", "parents": ["act"], "num_outputs": m["d_model"], "bias": m["bias"]},
+    }
+
+
+def _branch(layers: dict, m: dict, name: str, last: str) -> str:
+    """Dropout on a residual branch when the family uses it; returns the branch's last layer."""
+    if not m["dropout"]:
+        return last
+    layers[name] = {"type": "Dropout", "parents": [last], "dropout_keep_prob": 0.9}
+    return name
+
+
+def _block(m: dict, x: str) -> dict[str, Any]:
+    """One transformer layer reading ``x`` (pre- or post-norm); its endpoint is ``out``."""
+    norm = "LayerNorm" if m["norm"] == "layernorm" else "RMSNorm"
+    h, kv, hd = m["n_heads"], m["n_kv_heads"], m["head_dim"]
+    pre = m["norm_position"] == "pre"
+    layers: dict[str, Any] = {}
+    if pre:
+        layers["ln1"] = {"type": norm, "parents": [x]}
+    layers["qkv"] = {
+        "type": "Linear",
+        "parents": ["ln1" if pre else x],
+        "num_outputs": (h + 2 * kv) * hd,
+        "bias": m["bias"],
+    }
+    layers["attn"] = {
+        "type": "Attention",
+        "parents": ["qkv"],
+        "n_heads": h,
+        "n_kv_heads": kv,
+        "head_dim": hd,
+        "causal": m["causal"],
+        "flash": m["attention"] == "flash",
+    }
+    layers["proj"] = {"type": "Linear", "parents": ["attn"], "num_outputs": m["d_model"], "bias": m["bias"]}
+    layers["add1"] = {"type": "Add", "parents": [_branch(layers, m, "drop1", "proj"), x]}
+    mid = "add1"
+    if not pre:
+        layers["ln1"] = {"type": norm, "parents": ["add1"]}
+        mid = "ln1"
+    else:
+        layers["ln2"] = {"type": norm, "parents": ["add1"]}
+    ffn = _ffn(m, "ln2" if pre else mid)
+    layers.update(ffn)
+    last = _branch(layers, m, "drop2", list(ffn)[-1])
+    layers["out" if pre else "add2"] = {"type": "Add", "parents": [last, mid]}
+    if not pre:
+        layers["out"] = {"type": norm, "parents": ["add2"]}
+    return {"type": "Block", "parents": [x], "endpoint": "out", "layers": layers}
+
+
+def build_layers(desc: dict[str, Any]) -> dict[str, Any]:
+    """The ``layers`` object of a transformer spec from its model description."""
+    m = _checked(desc)
+    norm = "LayerNorm" if m["norm"] == "layernorm" else "RMSNorm"
+    embed = {"type": "Embedding", "parents": ["data"], "vocab": m["vocab"], "d_model": m["d_model"]}
+    if m["positional"] == "learned":
+        embed["positions"] = m["max_positions"]
+    if m["type_vocab"]:
+        embed["types"] = m["type_vocab"]
+    layers: dict[str, Any] = {
+        "data": {"type": "Input", "parents": [], "tensor": [m["batch"], m["seq_len"]]},
+        "embed": embed,
+    }
+    x = "embed"
+    if m["norm_position"] == "post":  # BERT normalises the summed embeddings
+        layers["embed_norm"] = {"type": norm, "parents": [x]}
+        x = "embed_norm"
+    if m["dropout"]:
+        layers["embed_drop"] = {"type": "Dropout", "parents": [x], "dropout_keep_prob": 0.9}
+        x = "embed_drop"
+    for i in range(m["n_layers"]):
+        layers[f"layer{i}"] = _block(m, x)
+        x = f"layer{i}"
+    if m["norm_position"] == "pre":
+        layers["final_norm"] = {"type": norm, "parents": [x]}
+        x = "final_norm"
+    if m["mlm_head"]:
+        layers["mlm_dense"] = {"type": "Linear", "parents": [x], "num_outputs": m["d_model"], "bias": True}
+        layers["mlm_act"] = {"type": "GELU", "parents": ["mlm_dense"]}
+        layers["mlm_norm"] = {"type": norm, "parents": ["mlm_act"]}
+        x = "mlm_norm"
+    layers["lm_head"] = {
+        "type": "LMHead",
+        "parents": [x],
+        "vocab": m["vocab"],
+        "tied": m["tied"],
+        "bias": m["mlm_head"],  # BERT's decoder has an output bias
+    }
+    layers["loss"] = {"type": "CrossEntropy", "parents": ["lm_head"]}
+    return layers
+
+
+def _rewrite(path: Path) -> None:
+    """Regenerate a file's ``layers``; the description stays readable, one layer per line."""
+    spec = json.loads(path.read_text())
+    layers = build_layers(spec["model"])
+    head = json.dumps({k: v for k, v in spec.items() if k != "layers"}, indent=2)
+    body = ",\n".join(f"    {json.dumps(k)}: {json.dumps(v)}" for k, v in layers.items())
+    path.write_text(head[:-2] + ',\n  "layers": {\n' + body + "\n  }\n}\n")
+
+
+if __name__ == "__main__":
+    for arg in sys.argv[1:]:
+        _rewrite(Path(arg))
