@@ -233,7 +233,7 @@ def test_estimate_table(capsys):
 
 
 def test_summary_table_totals(capsys):
-    code, out, err = run(capsys, "summary", "alexnet")
+    code, out, err = run(capsys, "summary", "alexnet", "--rules", "paleo-2018")
     assert code == 0, err
     assert out.splitlines()[0].startswith("AlexNet v2 at batch 128")
     total = [line for line in out.splitlines() if line.startswith("total")]
@@ -245,7 +245,7 @@ def test_summary_table_totals(capsys):
 
 
 def test_summary_json(capsys):
-    data = ok_json(capsys, "summary", "alexnet")
+    data = ok_json(capsys, "summary", "alexnet", "--rules", "paleo-2018")
     totals, rows = data["totals"], data["layers"]
     assert totals["params"] == ALEXNET_PARAMS
     assert totals["forward_flops"] == ALEXNET_FWD_FLOPS_B128
@@ -260,13 +260,13 @@ def test_summary_json(capsys):
 
 
 def test_summary_batch_one(capsys):
-    data = ok_json(capsys, "summary", "alexnet", "--batch", "1")
+    data = ok_json(capsys, "summary", "alexnet", "--batch", "1", "--rules", "paleo-2018")
     assert data["totals"]["forward_flops"] == ALEXNET_FWD_FLOPS_B1
     assert data["totals"]["batch"] == 1
 
 
 def test_summary_csv(capsys):
-    code, out, _ = run(capsys, "summary", "alexnet", "--format", "csv")
+    code, out, _ = run(capsys, "summary", "alexnet", "--format", "csv", "--rules", "paleo-2018")
     assert code == 0
     rows = list(csv.DictReader(io.StringIO(out)))
     assert rows[0]["layer"] == "data"

@@ -157,7 +157,7 @@ def estimate(
 def summary(
     net: Annotated[str, typer.Argument(help="Zoo name or path to a PALEO JSON spec.")],
     batch: Annotated[int | None, typer.Option(help="Batch size (default: the spec's).")] = None,
-    rules: Annotated[RulesOpt, typer.Option(help="PALEO rule set.")] = RulesOpt.paleo_2018,
+    rules: Rules = RulesOpt(defaults.RULES),
     format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
 ) -> None:
     """Per-layer table: type, output shape, parameters, FLOPs and activation bytes, with totals."""
