@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from costs import conv, transformer
 from costs.conv import F32, Work
 from costs.errors import SpecError
-from costs.nodes import Layer, Shape, ShapedLayer
+from costs.nodes import Layer, Shape, ShapedLayer, one_input, prod
 
 PHASES = ("fwd", "bwd_data", "bwd_filter")
 ALGORITHMS = ("gemm", "fft", "best")
@@ -33,18 +33,8 @@ class LayerKind:
     has_fft: bool = False
 
 
-def _prod(shape) -> int:
-    return math.prod(int(d) for d in shape)
-
-
-def _one_input(layer: Layer, in_shapes) -> Shape:
-    if len(in_shapes) != 1:
-        raise SpecError(f"{layer.type} takes one parent, got {len(in_shapes)}", layer=layer.name)
-    return in_shapes[0]
-
-
 def _spatial(layer: Layer, in_shapes) -> Shape:
-    shape = _one_input(layer, in_shapes)
+    shape = one_input(layer, in_shapes)
     if len(shape) != 3:
         raise SpecError(f"{layer.type} needs an H x W x C input, got {list(shape)}", layer=layer.name)
     return shape
@@ -176,7 +166,7 @@ def _deconv_work(s: ShapedLayer, n: int, rules, algorithm: str) -> dict[str, Wor
 
 
 def _ip_shape(layer, in_shapes, rules) -> Shape:
-    _one_input(layer, in_shapes)
+    one_input(layer, in_shapes)
     m = int(layer.spec["num_outputs"])
     if m <= 0:
         raise SpecError("num_outputs must be positive", layer=layer.name)
@@ -184,13 +174,13 @@ def _ip_shape(layer, in_shapes, rules) -> Shape:
 
 
 def _ip_params(s: ShapedLayer) -> int:
-    d, m = _prod(s.in_shapes[0]), s.out_shape[0]
+    d, m = prod(s.in_shapes[0]), s.out_shape[0]
     return d * m + m
 
 
 def _ip_work(s: ShapedLayer, n: int, rules, algorithm: str) -> dict[str, Work]:
     """Three GEMMs of X[n,D] . W[D,M]; each reads two operands and writes one (§A.4.6)."""
-    d, m = _prod(s.in_shapes[0]), s.out_shape[0]
+    d, m = prod(s.in_shapes[0]), s.out_shape[0]
     x, wt, y = float(n * d * F32), float(d * m * F32), float(n * m * F32)
     work = {
         "fwd": Work([2.0 * n * d * m], [x, wt, y]),
@@ -226,13 +216,13 @@ def _pool_work(s: ShapedLayer, n: int, rules, algorithm: str) -> dict[str, Work]
     g = _pool_geom(s.layer, s.in_shapes[0], rules)
     one = Work(
         [2.0 * g.kh * g.kw * g.c * g.oh * g.ow * n],
-        [float(n * _prod(s.in_shapes[0]) * F32), float(n * _prod(s.out_shape) * F32)],
+        [float(n * prod(s.in_shapes[0]) * F32), float(n * prod(s.out_shape) * F32)],
     )
     return {"fwd": one, "bwd_data": Work(list(one.flops), list(one.bytes))}
 
 
 def _dropout_work(s: ShapedLayer, n: int, rules, algorithm: str) -> dict[str, Work]:
-    elems = n * _prod(s.in_shapes[0])
+    elems = n * prod(s.in_shapes[0])
     one = Work([float(elems)], [float(elems * F32), float(elems * F32)])
     return {"fwd": one, "bwd_data": Work(list(one.flops), list(one.bytes))}
 
@@ -241,7 +231,7 @@ def _dropout_work(s: ShapedLayer, n: int, rules, algorithm: str) -> dict[str, Wo
 
 
 def _same_shape(layer, in_shapes, rules) -> Shape:
-    return _one_input(layer, in_shapes)
+    return one_input(layer, in_shapes)
 
 
 def _concat_shape(layer, in_shapes, rules) -> Shape:
@@ -269,17 +259,17 @@ def _elementwise_shape(layer, in_shapes, rules) -> Shape:
 
 
 def _softmax_shape(layer, in_shapes, rules) -> Shape:
-    _one_input(layer, in_shapes)
-    return (int(layer.spec.get("num_classes", _prod(in_shapes[0]))),)
+    one_input(layer, in_shapes)
+    return (int(layer.spec.get("num_classes", prod(in_shapes[0]))),)
 
 
 def _reshape_shape(layer, in_shapes, rules) -> Shape:
-    shape = _one_input(layer, in_shapes)
+    shape = one_input(layer, in_shapes)
     target = [int(d) for d in layer.spec["output_shape"]][1:]
     if -1 in target:
         known = math.prod(d for d in target if d != -1)
-        target[target.index(-1)] = _prod(shape) // known
-    if _prod(target) != _prod(shape):
+        target[target.index(-1)] = prod(shape) // known
+    if prod(target) != prod(shape):
         raise SpecError(f"cannot reshape {list(shape)} to {target}", layer=layer.name)
     return tuple(target)
 

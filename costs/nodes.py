@@ -6,8 +6,11 @@ Kept apart from :mod:`costs.graph` (which parses and shapes specs with the layer
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from costs.errors import SpecError
 
 Shape = tuple[int, ...]  # per-sample shape, batch axis left out: (H, W, C) or (D,)
 
@@ -39,3 +42,15 @@ class ShapedLayer:
     @property
     def type(self) -> str:
         return self.layer.type
+
+
+def prod(shape) -> int:
+    """Number of elements of a per-sample shape."""
+    return math.prod(int(d) for d in shape)
+
+
+def one_input(layer: Layer, in_shapes) -> Shape:
+    """The single parent shape of a layer that takes one input (else a SpecError)."""
+    if len(in_shapes) != 1:
+        raise SpecError(f"{layer.type} takes one parent, got {len(in_shapes)}", layer=layer.name)
+    return in_shapes[0]

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costs.conv import F32, Work
-from costs.nodes import ShapedLayer
+from costs.nodes import ShapedLayer, prod
 from costs.transformer_shapes import (
     _add_shape,
     _attention_shape,
@@ -38,7 +38,6 @@ from costs.transformer_shapes import (
     _moe_params,
     _moe_shape,
     _norm_params,
-    _prod,
     _same_seq_shape,
     _swiglu_shape,
     _tables,
@@ -140,7 +139,7 @@ def _bmm_cost(s: ShapedLayer) -> dict[str, Cost]:
 
 def _norm_cost(s: ShapedLayer) -> dict[str, Cost]:
     """LayerNorm: mean, variance, normalise, scale and shift; RMSNorm drops the mean and shift."""
-    x = _prod(s.out_shape)
+    x = prod(s.out_shape)
     ln = s.type == "LayerNorm"
     return {
         "fwd": Cost(vec=(8 if ln else 5) * x, act=3 * x, kernels=1),
@@ -170,22 +169,22 @@ def _attention_cost(s: ShapedLayer) -> dict[str, Cost]:
 
 
 def _softmax_cost(s: ShapedLayer) -> dict[str, Cost]:
-    x = _prod(s.out_shape)
+    x = prod(s.out_shape)
     return _pointwise(x, x, 5 * x, 3 * x)
 
 
 def _gelu_cost(s: ShapedLayer) -> dict[str, Cost]:
-    x = _prod(s.out_shape)  # the tanh approximation: about 8 FLOPs forward
+    x = prod(s.out_shape)  # the tanh approximation: about 8 FLOPs forward
     return _pointwise(x, x, 8 * x, 12 * x)
 
 
 def _swiglu_cost(s: ShapedLayer) -> dict[str, Cost]:
-    y = _prod(s.out_shape)  # silu(gate) * up: sigmoid, two products
+    y = prod(s.out_shape)  # silu(gate) * up: sigmoid, two products
     return _pointwise(2 * y, y, 6 * y, 10 * y)
 
 
 def _add_cost(s: ShapedLayer) -> dict[str, Cost]:
-    y, k = _prod(s.out_shape), len(s.in_shapes)
+    y, k = prod(s.out_shape), len(s.in_shapes)
     return {
         "fwd": Cost(vec=(k - 1) * y, act=(k + 1) * y, kernels=1),
         "bwd_data": Cost(vec=y, act=3 * y, kernels=1),  # the gradient sum where the stream forks
@@ -216,7 +215,7 @@ def _lm_head_cost(s: ShapedLayer) -> dict[str, Cost]:
 
 def _loss_cost(s: ShapedLayer) -> dict[str, Cost]:
     """Softmax cross-entropy over the vocabulary in fp32 (autocast keeps the loss in fp32)."""
-    x = _prod(s.in_shapes[0])
+    x = prod(s.in_shapes[0])
     return {
         "fwd": Cost(vec=5.0 * x, fixed=8.0 * x, kernels=2),
         "bwd_data": Cost(vec=2.0 * x, fixed=8.0 * x, kernels=1),

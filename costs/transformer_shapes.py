@@ -5,24 +5,12 @@ Shapes carry the sequence: tokens ``(seq,)``, hidden states ``(seq, d)``.
 
 from __future__ import annotations
 
-import math
-
 from costs.errors import SpecError
-from costs.nodes import Layer, Shape, ShapedLayer
-
-
-def _prod(shape) -> int:
-    return math.prod(int(d) for d in shape)
-
-
-def _one(layer: Layer, in_shapes) -> Shape:
-    if len(in_shapes) != 1:
-        raise SpecError(f"{layer.type} takes one parent, got {len(in_shapes)}", layer=layer.name)
-    return in_shapes[0]
+from costs.nodes import Layer, Shape, ShapedLayer, one_input
 
 
 def _seq(layer: Layer, in_shapes) -> Shape:
-    shape = _one(layer, in_shapes)
+    shape = one_input(layer, in_shapes)
     if len(shape) != 2:
         raise SpecError(f"{layer.type} needs a (seq, d) input, got {list(shape)}", layer=layer.name)
     return shape
@@ -39,7 +27,7 @@ def _pos(layer: Layer, key: str, default: int | None = None) -> int:
 
 
 def _embedding_shape(layer, in_shapes, rules) -> Shape:
-    shape = _one(layer, in_shapes)
+    shape = one_input(layer, in_shapes)
     if len(shape) != 1:
         raise SpecError(f"Embedding needs a (seq,) token input, got {list(shape)}", layer=layer.name)
     _pos(layer, "vocab")
