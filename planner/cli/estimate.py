@@ -85,7 +85,7 @@ def estimate(
         str | None, typer.Option(help="Re-evaluate a saved plan (plan_<k>.json of `planner pareto`).")
     ] = None,
 ) -> None:
-    """PALEO's estimate per worker count and AllReduce scheme: a scaling table."""
+    """Predicted step time per worker count and AllReduce scheme (modern rules, or a PALEO rule set): a scaling table."""
     from costs import comm
     from planner.estimate.estimate import estimate as run
     from planner.report import render
