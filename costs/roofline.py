@@ -53,7 +53,6 @@ Reshape         - (a view)                  -                             -
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -61,6 +60,7 @@ import numpy as np
 from costs import tiling, transformer
 from costs.graph import Net, ShapedLayer
 from costs.layers import PHASES
+from costs.nodes import prod
 
 FWD, BWD_DATA, BWD_W = range(len(PHASES))
 _WEIGHTED = ("Convolution", "Deconvolution", "InnerProduct")
@@ -88,10 +88,6 @@ class ModernTerms:
     gn: np.ndarray  # GEMM columns; 0 where the phase runs no GEMM
     waves: np.ndarray  # 1 where the GEMM's tiles run in waves over the SMs
     wino: np.ndarray  # 1 where cuDNN's Winograd algorithm applies
-
-
-def _prod(shape) -> int:
-    return math.prod(int(d) for d in shape)
 
 
 class _Acc:
@@ -132,7 +128,7 @@ def _implied_activation(s: ShapedLayer, kids: dict) -> bool:
 
 
 def _gemm(acc: _Acc, s: ShapedLayer, params: int, kids: dict) -> None:
-    x, y = sum(_prod(i) for i in s.in_shapes), _prod(s.out_shape)
+    x, y = sum(prod(i) for i in s.in_shapes), prod(s.out_shape)
     if s.type == "InnerProduct":
         bias, positions = s.out_shape[0], 1
     elif s.type == "Convolution":
@@ -156,7 +152,7 @@ def _gemm(acc: _Acc, s: ShapedLayer, params: int, kids: dict) -> None:
 def _gemm_shape(acc: _Acc, s: ShapedLayer, w: int) -> None:
     """The implicit-GEMM shape of each phase (see :mod:`costs.tiling`)."""
     if s.type == "InnerProduct":
-        x, y = sum(_prod(i) for i in s.in_shapes), _prod(s.out_shape)
+        x, y = sum(prod(i) for i in s.in_shapes), prod(s.out_shape)
         rows = ((1, 0, y), (1, 0, x), (0, y, x))  # (M per sample, fixed M, N) per phase
     elif s.type == "Convolution":
         kh, kw, cin, cout = (int(v) for v in s.layer.spec["filter"])
@@ -175,7 +171,7 @@ def _gemm_shape(acc: _Acc, s: ShapedLayer, w: int) -> None:
 
 
 def _elementwise_like(acc: _Acc, s: ShapedLayer) -> None:
-    x, y = sum(_prod(i) for i in s.in_shapes), _prod(s.out_shape)
+    x, y = sum(prod(i) for i in s.in_shapes), prod(s.out_shape)
     t = s.type
     if t == "BatchNorm":
         acc.add(FWD, act_b=2 * x + y, vec=5 * x, kernels=2)
@@ -235,7 +231,7 @@ def build(net: Net, params: np.ndarray) -> ModernTerms:
         else:
             _elementwise_like(acc, s)
         if _implied_activation(s, kids):
-            y = _prod(s.out_shape)
+            y = prod(s.out_shape)
             acc.add(FWD, act_b=2 * y, vec=y, kernels=1)
             acc.add(BWD_DATA, act_b=3 * y, vec=y, kernels=1)
         rows.append(acc.v)

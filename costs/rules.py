@@ -20,7 +20,7 @@ overlapped with the backward pass.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from costs.transformer import TYPES as _TRANSFORMER_TYPES
 
@@ -121,23 +121,16 @@ PLANNER = Rules(
     gemm_backward=True,
 )
 
-MODERN = Rules(
+# The modern rules read nets as `planner` does (same shapes, FLOPs and bytes) and score them
+# with costs.modern instead of PALEO's terms.
+MODERN = replace(
+    PLANNER,
     name="modern",
     description="Roofline per layer with achievable rates, kernel overheads, overlapped alpha-beta collectives",
-    layer_types=_TYPES_2018 | _TRANSFORMER_TYPES,
-    read_padded_input=False,
-    tf_same_padding=True,
-    symmetric_odd_fix=True,
-    count_input_holes=False,
-    valid_filter_grad=True,
-    mem_bytes_per_gb=1e9,
-    update_ignores_ppp=False,
-    gemm_backward=True,
     modern=True,
 )
 
 RULES: dict[str, Rules] = {r.name: r for r in (PALEO_2018, PALEO_2016, PLANNER, MODERN)}
-DEFAULT_RULES = PALEO_2018.name
 
 
 def get_rules(name: str) -> Rules:

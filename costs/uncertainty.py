@@ -25,9 +25,6 @@ class Ranking:
     win: np.ndarray  # (P,) fraction of draws where the plan has the lowest objective
     draws: int
 
-    def best(self) -> int:
-        return int(np.argmax(self.win))
-
 
 def win_probability(
     compute_s: np.ndarray,

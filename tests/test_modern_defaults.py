@@ -32,8 +32,7 @@ def test_cpu_loader_bounds_alexnet_and_is_cited(capsys):
     """CPU JPEG decoding: samples/s per core x host cores per GPU (configs/efficiencies.toml)."""
     per_gpu = catalog.loader_rates()["cpu_jpeg"]["samples_per_s_per_core"] * catalog.host_cores_per_gpu()
     assert CostModel.of("modern", loader="cpu").loader_per_gpu == pytest.approx(per_gpu)
-    cpu = _json(
-        capsys,
+    eight = [
         "estimate",
         "alexnet",
         "--workers",
@@ -44,22 +43,9 @@ def test_cpu_loader_bounds_alexnet_and_is_cited(capsys):
         "512",
         "--scheme",
         "ring",
-    )[0]
-    none = _json(
-        capsys,
-        "estimate",
-        "alexnet",
-        "--workers",
-        "8",
-        "--gpus-per-node",
-        "8",
-        "--batch",
-        "512",
-        "--scheme",
-        "ring",
-        "--data-loader",
-        "none",
-    )[0]
+    ]
+    cpu = _json(capsys, *eight)[0]
+    none = _json(capsys, *eight, "--data-loader", "none")[0]
     # AlexNet on 8 H100s outruns a CPU loader: the loader's rate is the throughput
     assert cpu["throughput_samples_s"] == pytest.approx(8 * per_gpu, rel=1e-9)
     assert none["throughput_samples_s"] > 2 * cpu["throughput_samples_s"]

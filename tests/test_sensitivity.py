@@ -12,29 +12,32 @@ from planner import catalog
 BF16 = 3
 
 
-def _seconds(costs, p, devices, links):
-    return lambda eff: float(evaluate(costs, p, devices, links, efficiency=eff, options=Options()).total[0])
-
-
-@pytest.mark.parametrize("net", ["resnet50", "alexnet", "vgg16"])
-def test_compute_bound_single_gpu(net):
+def _tornado(net: str, device: str, links: list[str], batch: int, workers: int, per_node: int) -> list[dict]:
+    """Tornado rows of one bf16 data-parallel plan: links[0] between nodes, links[1] inside."""
     costs = catalog.net_costs(net, "modern")
-    devices = catalog.device_table(["A100_80GB"])
-    links = catalog.link_table(["ib_hdr", "nvlink3"])
-    eff = catalog.efficiency(devices.names, links.names)
+    devices = catalog.device_table([device])
+    table = catalog.link_table(links)
+    eff = catalog.efficiency(devices.names, table.names)
     p = plans(
         costs.n_layers,
         device=0,
-        batch=256,
-        workers=1,
-        gpus_per_node=1,
+        batch=batch,
+        workers=workers,
+        gpus_per_node=per_node,
         network=0,
         intra_link=1,
         precision=BF16,
     )
-    rows = tornado(
-        _seconds(costs, p, devices, links), eff, {"device": 0, "precision": BF16, "intra": 1, "inter": 0}
-    )
+
+    def seconds(e):
+        return float(evaluate(costs, p, devices, table, efficiency=e, options=Options()).total[0])
+
+    return tornado(seconds, eff, {"device": 0, "precision": BF16, "intra": 1, "inter": 0})
+
+
+@pytest.mark.parametrize("net", ["resnet50", "alexnet", "vgg16"])
+def test_compute_bound_single_gpu(net):
+    rows = _tornado(net, "A100_80GB", ["ib_hdr", "nvlink3"], batch=256, workers=1, per_node=1)
     by = {r["parameter"]: r for r in rows}
     # one GPU: the links cannot matter
     assert by["link inside a node"]["swing"] == 0 and by["link between nodes"]["swing"] == 0
@@ -50,22 +53,6 @@ def test_compute_bound_single_gpu(net):
 
 
 def test_communication_bound_plan_moves_with_the_network():
-    costs = catalog.net_costs("alexnet", "modern")
-    devices = catalog.device_table(["H100_SXM"])
-    links = catalog.link_table(["eth25", "nvlink4"])
-    eff = catalog.efficiency(devices.names, links.names)
-    p = plans(
-        costs.n_layers,
-        device=0,
-        batch=32,
-        workers=64,
-        gpus_per_node=8,
-        network=0,
-        intra_link=1,
-        precision=BF16,
-    )
-    rows = tornado(
-        _seconds(costs, p, devices, links), eff, {"device": 0, "precision": BF16, "intra": 1, "inter": 0}
-    )
+    rows = _tornado("alexnet", "H100_SXM", ["eth25", "nvlink4"], batch=32, workers=64, per_node=8)
     assert rows[0]["parameter"] == "link between nodes"
     assert rows[0]["plus"] < rows[0]["base"] < rows[0]["minus"]

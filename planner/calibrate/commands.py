@@ -6,8 +6,6 @@ are testable without a terminal. Nothing is written unless the whole run succeed
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from planner.calibrate import measurements, profile, report
 from planner.calibrate.fitting import Calibration, calibrate, predict
 from planner.calibrate.predict import RunTable
 from planner.errors import BadInput
+from planner.report import render
 
 
 def load_profile(path: str | None) -> profile.Profile:
@@ -46,7 +45,7 @@ def _fit_table(c: Calibration) -> list[str]:
     rows = [["parameter", "prior", "fitted", "data said", "identified"]]
     for n, p, v, s, ok in zip(f.names, f.prior, f.value, f.shrinkage, f.identified):
         rows.append([n, f"{p:.4g}", f"{v:.4g}", f"{(1 - s) * 100:.0f}%", "yes" if ok else "no"])
-    return report._aligned(rows[0], rows[1:])
+    return report.text_table(rows[0], rows[1:])
 
 
 @dataclass(frozen=True)
@@ -93,15 +92,6 @@ class ValidateOutput:
     files: dict[str, str]
 
 
-def _predictions_csv(data: dict) -> str:
-    buf = io.StringIO()
-    cols = list(data["points"][0])
-    w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-    w.writeheader()
-    w.writerows(data["points"])
-    return buf.getvalue()
-
-
 def run_validate(files: list[str], calibration: str | None) -> ValidateOutput:
     """Error of a profile (default: the shipped one) on measured runs (default: the shipped ones)."""
     runs = _read_runs(files)
@@ -129,6 +119,6 @@ def run_validate(files: list[str], calibration: str | None) -> ValidateOutput:
         "report.html": report.render_html(data),
         "report.md": report.render_markdown(data) + (f"\n{note}\n" if note else ""),
         "charts/scatter.svg": report.scatter_chart(data),
-        "predictions.csv": _predictions_csv(data),
+        "predictions.csv": render.to_csv(data["points"]),
     }
     return ValidateOutput(text, files_out)

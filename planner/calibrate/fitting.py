@@ -76,18 +76,14 @@ class Calibration:
 
 
 def leave_one_source_out(table: RunTable) -> np.ndarray:
-    """(N,) log(pred / meas), each source predicted by a profile fitted on the others."""
-    labels = np.array(table.sources, dtype=object)
-    out = np.full(len(table), np.nan)
-    for source in dict.fromkeys(table.sources):
-        test = labels == source
-        train = ~test
-        if not train.any():
-            continue
+    """(N,) log(pred / meas), each source predicted by a profile fitted on the others. The
+    parameters a fit varies depend on its runs, so each fold builds its own (``_fit``)."""
+
+    def fit_and_predict(train: np.ndarray, test: np.ndarray) -> np.ndarray:
         sp, f = _fit(table.subset(train))
-        pred = predict(table.subset(test), sp.profile(f.value))
-        out[test] = np.log(pred / table.measured[test])
-    return out
+        return predict(table.subset(test), sp.profile(f.value))
+
+    return cal.held_out(fit_and_predict, table.measured, table.sources)
 
 
 def calibrate(runs, files: list[str], loso: bool = True) -> Calibration:

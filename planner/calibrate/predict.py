@@ -76,15 +76,10 @@ class RunTable:
         """The runs where ``mask`` is true (re-prepared; cheap, net costs are cached)."""
         return RunTable([r for r, keep in zip(self.runs, mask) if keep], self.rules)
 
-    def breakdowns(self, evaluate: Evaluate, **options) -> list[tuple[np.ndarray, Breakdown]]:
-        """(rows, breakdown) per net under ``evaluate(costs, plans, devices, links, **options)``."""
-        return [
-            (g.rows, evaluate(g.costs, g.plans, self.devices, self.links, **options)) for g in self.groups
-        ]
-
     def samples_per_s(self, evaluate: Evaluate, **options) -> np.ndarray:
-        """Predicted samples per second of every run, in run order."""
+        """Predicted samples per second of every run, in run order, under
+        ``evaluate(costs, plans, devices, links, **options)`` (one call per net)."""
         out = np.empty(len(self.runs))
-        for rows, b in self.breakdowns(evaluate, **options):
-            out[rows] = b.throughput
+        for g in self.groups:
+            out[g.rows] = evaluate(g.costs, g.plans, self.devices, self.links, **options).throughput
         return out

@@ -13,7 +13,7 @@ from html import escape
 import numpy as np
 
 from costs import calibration as cal
-from planner.report import charts
+from planner.report import charts, render
 
 
 def _row(run, predicted: float) -> dict:
@@ -102,20 +102,17 @@ def _worst_cells(r: dict) -> list[str]:
     ]
 
 
-def _aligned(head: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    line = lambda cells: "  ".join(
-        c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
-    )  # noqa: E731
-    return [line(head), "  ".join("-" * w for w in widths), *map(line, rows)]
+def text_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    """Aligned text lines of string cells (the project's one table renderer)."""
+    return render.table([dict(zip(head, r)) for r in rows], [(h, h) for h in head]).splitlines()
 
 
 def render_text(data: dict) -> str:
     """The terminal view: the per-source table and the worst rows."""
     lines = [data["title"], ""]
-    lines += _aligned(HEAD, table_rows(data))
+    lines += text_table(HEAD, table_rows(data))
     lines += ["", "Worst rows (prediction vs measurement):"]
-    lines += _aligned(WORST_HEAD, [_worst_cells(r) for r in data["worst"]])
+    lines += text_table(WORST_HEAD, [_worst_cells(r) for r in data["worst"]])
     return "\n".join(lines) + "\n"
 
 

@@ -53,14 +53,6 @@ def _model_parallel(req: EstimateRequest, costs, info, net_info, model: CostMode
     return estimate_model_parallel(req, costs, info, net_info)
 
 
-def _model_kwargs(model: CostModel, p, devices, links) -> dict:
-    """The evaluator's model arguments; a node's data loader feeds the GPUs it holds."""
-    kw = model.kwargs(devices, links)
-    if model.modern and np.isfinite(model.loader_per_gpu):
-        kw["loader_rate"] = model.loader_per_gpu * np.minimum(p.gpus_per_node, p.workers)
-    return kw
-
-
 def estimate(req: EstimateRequest) -> list[dict]:
     """One record per (workers, scheme), in that order; times in ms (see module docstring)."""
     validate(req)
@@ -99,7 +91,7 @@ def estimate(req: EstimateRequest) -> list[dict]:
     ss = np.concatenate([sch, schemes])
     sp = np.concatenate([np.full_like(k, split), np.full_like(schemes, costs.n_layers)])
     p = plans(costs.n_layers, workers=kk, batch=nn, scheme=ss, split=sp, **common)
-    r = evaluate(costs, p, devices, links, **_model_kwargs(model, p, devices, links))
+    r = evaluate(costs, p, devices, links, **model.kwargs(devices, links), **model.plan_kwargs(p))
     m = len(k)
     one = r.total[m:]  # T(1) per scheme, in scheme order
     t1 = np.tile(one, len(workers))

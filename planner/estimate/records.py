@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from costs.hardware import PRECISIONS
 from planner import catalog
+from planner.metrics import memory
 from planner.request.estimate import EstimateRequest
-
-MEMORY_FRACTION = 0.9  # usable share of device memory, as optimize's memory limit
 
 
 def record(
@@ -52,13 +51,11 @@ def record(
         "throughput_samples_s": float(r.throughput[i]),
     }
     # memory per GPU, as the optimizer's memory constraint counts it (planner.metrics.memory)
-    from planner.metrics import memory
-
     need = memory.per_gpu(
         r.local_params[i], r.activation_bytes[i], memory.bytes_per_param(rec["precision"], req.optimizer)
     )
     rec["memory_gb"] = float(need / 1e9)
-    rec["fits_memory"] = bool(need <= catalog.device(device).device.memory_bytes * MEMORY_FRACTION)
+    rec["fits_memory"] = bool(need <= catalog.device(device).device.memory_bytes * memory.USABLE_FRACTION)
     overhead = getattr(r, "overhead", None)
     if overhead is not None:  # the modern rules: host-bound stall and framework time
         rec["overhead_ms"] = float((overhead[i] + r.input_stall[i]) * 1e3)

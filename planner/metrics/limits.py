@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.metrics.memory import USABLE_FRACTION
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -21,7 +23,7 @@ class Limits:
     deadline_s: float | None = None
     max_global_batch: int = 8192  # Goyal et al. 2017 train ImageNet at 8k without loss of accuracy
     min_global_batch: int = 1
-    memory_fraction: float = 0.9  # usable share of device memory (context, allocator slack)
+    memory_fraction: float = USABLE_FRACTION  # usable share of device memory
 
     def names(self) -> list[str]:
         out = ["memory", "max_global_batch", "min_global_batch", "supported"]

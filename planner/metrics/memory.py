@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 OPTIMIZERS = {"sgd": 0.0, "momentum": 4.0, "adam": 8.0}
+USABLE_FRACTION = 0.9  # of device memory: the CUDA context and allocator slack take the rest
 _PARAM_BYTES = {"fp32": 8.0, "tf32": 8.0, "fp16": 8.0, "bf16": 8.0}  # weights+grads(+master)
 
 

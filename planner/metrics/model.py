@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from costs.hardware import DeviceTable, LinkTable
 from costs.modern import Options
 from costs.rules import get_rules
@@ -80,10 +82,13 @@ class CostModel:
         lohi = self.profile.meta.get("interval")
         return (float(lohi[0]), float(lohi[1])) if lohi else None
 
-    def describe(self) -> str:
-        if not self.modern:
-            return f"rules {self.rules}"
-        return f"rules {self.rules}, calibration {self.calibration or 'default'}, data loader {self.loader}"
+    def plan_kwargs(self, plans) -> dict:
+        """The evaluator arguments that depend on the plans: a node's data loader feeds the GPUs
+        it holds (samples/s per node, per plan); none when the loader is not a bound."""
+        rate = self.loader_per_gpu
+        if not np.isfinite(rate):
+            return {}
+        return {"loader_rate": rate * np.minimum(plans.gpus_per_node, plans.workers)}
 
 
 def loader_for(net_meta: dict, choice: str) -> str:

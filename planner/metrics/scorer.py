@@ -58,16 +58,18 @@ class Scorer:
 
     def __post_init__(self) -> None:
         self._kwargs = self.model.kwargs(self.devices, self.links) if self.model else {}
-        self._loader = self.model.loader_per_gpu if self.model and self.model.modern else float("inf")
+
+    @property
+    def efficiency(self):
+        """The modern rules' efficiencies of this scorer's tables (None under PALEO's rules)."""
+        return self._kwargs.get("efficiency")
 
     def evaluate(self, cols: dict[str, np.ndarray], **override):
         """(plans, breakdown) of index columns; ``override`` replaces evaluator arguments (e.g.
         another ``efficiency`` for a sensitivity analysis)."""
         p = self.space.to_plans(cols, ppp_comp=self.ppp_comp, ppp_comm=self.ppp_comm, pipeline=self.pipeline)
-        kw = dict(self._kwargs)
-        if np.isfinite(self._loader):  # a node's loader feeds its GPUs
-            kw["loader_rate"] = self._loader * np.minimum(p.gpus_per_node, p.workers)
-        return p, evaluate(self.costs, p, self.devices, self.links, **{**kw, **override})
+        kw = {**self._kwargs, **(self.model.plan_kwargs(p) if self.model else {}), **override}
+        return p, evaluate(self.costs, p, self.devices, self.links, **kw)
 
     def metrics(self, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Every reported number of every plan (arrays), see the module docstring."""

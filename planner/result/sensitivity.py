@@ -12,8 +12,8 @@ DELTA = 0.2
 def sensitivity(scorer: Scorer, cols: dict, i: int) -> list[dict] | None:
     """Tornado rows (parameter, iteration ms at -20% and +20%, base) of plan ``i``; None under
     PALEO's rule sets, whose knobs (PPP) are the user's to set."""
-    kwargs = scorer.model.kwargs(scorer.devices, scorer.links) if scorer.model else {}
-    if "efficiency" not in kwargs:
+    eff = scorer.efficiency
+    if eff is None:
         return None
     one = {a: c[i : i + 1] for a, c in cols.items()}
     p, _ = scorer.evaluate(one)
@@ -23,9 +23,7 @@ def sensitivity(scorer: Scorer, cols: dict, i: int) -> list[dict] | None:
         "intra": int(p.intra_link[0]),
         "inter": int(p.network[0]),
     }
-    rows = tornado(
-        lambda eff: scorer.evaluate(one, efficiency=eff)[1].total[0], kwargs["efficiency"], where, DELTA
-    )
+    rows = tornado(lambda e: scorer.evaluate(one, efficiency=e)[1].total[0], eff, where, DELTA)
     return [
         {
             "parameter": r["parameter"],
