@@ -111,8 +111,11 @@ def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTab
     takes the keyword arguments (efficiency, options, loader_rate).
     """
     if costs.rules.modern:
+        from costs import llm
         from costs import modern as modern_model
 
+        if llm.applies(costs):
+            return llm.evaluate(costs, plans, devices, links, **modern)
         return modern_model.evaluate(costs, plans, devices, links, **modern)
     if modern:
         raise TypeError(f"rule set '{costs.rules.name}' takes no {', '.join(modern)}")

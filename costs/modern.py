@@ -73,7 +73,9 @@ def _winograd_applies(peak: np.ndarray, precision: np.ndarray) -> np.ndarray:
     return (precision == 0) | ((precision == PRECISIONS.index("fp16")) & no_tc16)
 
 
-def _combos(t, devices: DeviceTable, eff: Efficiency, device, precision, batch, first=0) -> _Combos:
+def layer_times(t, devices: DeviceTable, eff: Efficiency, device, precision, batch, first=0):
+    """GPU seconds (L - first, 3, U) and kernels per layer and phase of the unique (device,
+    precision, batch) combinations of the plans, and each plan's combination (its inverse)."""
     ub, ib = _unique(batch)
     keys, inverse = _unique((device * len(PRECISIONS) + precision) * len(ub) + ib)
     kd, ki = np.divmod(keys, len(ub))
@@ -93,7 +95,11 @@ def _combos(t, devices: DeviceTable, eff: Efficiency, device, precision, batch, 
         np.where(_winograd_applies(devices.peak[udev], uprec), eff.winograd[udev], 1.0),
     )
     times = times * eff.multiplier[udev, uprec]
-    kernels = np.broadcast_to(kernels, times.shape)
+    return times, np.broadcast_to(kernels, times.shape), inverse
+
+
+def _combos(t, devices: DeviceTable, eff: Efficiency, device, precision, batch, first=0) -> _Combos:
+    times, kernels, inverse = layer_times(t, devices, eff, device, precision, batch, first)
 
     def cum(x):
         return np.concatenate([np.zeros((1, x.shape[-1])), np.cumsum(x, axis=0)])

@@ -30,6 +30,14 @@ class Plans:
     ppp_comm: np.ndarray
     pipeline: np.ndarray  # bool: per-layer max(compute, memory) instead of the sum
     accumulation: np.ndarray  # microbatches per optimizer step (gradient accumulation), >= 1
+    # LLM parallelism (transformer nets under the modern rules; costs.llm): workers = tp x pp x dp
+    tp: np.ndarray  # tensor-parallel degree (Megatron column/row split), inside a node
+    pp: np.ndarray  # pipeline-parallel stages
+    zero: np.ndarray  # ZeRO stage 0-3 over the data-parallel group (3 = FSDP's full sharding)
+    recompute: np.ndarray  # activation recomputation: 0 none, 1 selective, 2 full
+    sp: np.ndarray  # bool: sequence parallelism with tensor parallelism
+    ep: np.ndarray  # expert-parallel degree (mixture of experts), within the data-parallel group
+    interleave: np.ndarray  # virtual pipeline stages per GPU (1: plain 1F1B)
 
     def __len__(self) -> int:
         return int(self.device.shape[0])
@@ -48,8 +56,15 @@ _DEFAULTS = dict(
     ppp_comm=1.0,
     pipeline=False,
     accumulation=1,
+    tp=1,
+    pp=1,
+    zero=0,
+    recompute=0,
+    sp=False,
+    ep=1,
+    interleave=1,
 )
-_DTYPES = dict(ppp_comp=float, ppp_comm=float, pipeline=bool)
+_DTYPES = dict(ppp_comp=float, ppp_comm=float, pipeline=bool, sp=bool)
 
 
 def plans(n_layers: int, **columns) -> Plans:
@@ -80,6 +95,12 @@ class Breakdown:
     sync_params: np.ndarray  # parameters whose gradients are AllReduced
     activation_bytes: np.ndarray  # activations kept for the backward pass, one GPU
     samples: np.ndarray  # samples per optimizer step, all workers and microbatches together
+
+    @property
+    def memory(self) -> np.ndarray | None:
+        """Bytes one GPU needs, where the evaluator models it in full (None: planner's
+        per-parameter accounting applies, planner.metrics.memory)."""
+        return None
 
     @property
     def compute(self) -> np.ndarray:

@@ -173,6 +173,24 @@ def build_layers(desc: dict[str, Any]) -> dict[str, Any]:
     return layers
 
 
+def with_seq_len(spec: dict[str, Any], seq_len: int, name: str) -> dict[str, Any]:
+    """A transformer spec rebuilt at another sequence length (learned positions cap it)."""
+    model = spec.get("model")
+    if not isinstance(model, dict):
+        raise SpecError(f"--seq-len applies to transformer nets; '{name}' is not one")
+    if seq_len < 1:
+        raise SpecError(f"--seq-len must be a positive integer, got {seq_len}")
+    m = dict(model)
+    if m.get("positional", "learned") == "learned":
+        m.setdefault("max_positions", m["seq_len"])
+        if seq_len > m["max_positions"]:
+            raise SpecError(
+                f"--seq-len {seq_len} exceeds the {m['max_positions']} learned positions of '{name}'"
+            )
+    m["seq_len"] = seq_len
+    return {**spec, "model": m, "layers": build_layers(m)}
+
+
 def _rewrite(path: Path) -> None:
     """Regenerate a file's ``layers``; the description stays readable, one layer per line."""
     spec = json.loads(path.read_text())

@@ -360,7 +360,7 @@ def net_path(name: str) -> Path:
 
 
 @lru_cache(maxsize=64)
-def _net(path: str, rules_name: str):
+def _net(path: str, rules_name: str, seq_len: int | None = None):
     from costs import hf_config
     from costs.graph import build_net, load_spec
     from costs.rules import get_rules
@@ -368,25 +368,30 @@ def _net(path: str, rules_name: str):
     spec = load_spec(path)
     if hf_config.is_hf_config(spec):  # a Hugging Face config.json: build its layers
         spec = hf_config.to_spec(spec, Path(path).name)
+    if seq_len is not None:
+        from costs.transformer_spec import with_seq_len
+
+        spec = with_seq_len(spec, seq_len, Path(path).name)
     return build_net(spec, Path(path).name, get_rules(rules_name))
 
 
-def load_net(name: str, rules: str):
-    """Parse a zoo net or spec file under a rule set (cached)."""
-    return _net(str(net_path(name)), rules)
+def load_net(name: str, rules: str, seq_len: int | None = None):
+    """Parse a zoo net or spec file under a rule set (cached); ``seq_len`` rebuilds a
+    transformer at another sequence length."""
+    return _net(str(net_path(name)), rules, seq_len)
 
 
 @lru_cache(maxsize=64)
-def _costs(path: str, rules_name: str, algorithm: str):
+def _costs(path: str, rules_name: str, algorithm: str, seq_len: int | None = None):
     from costs import coefficients
     from costs.rules import get_rules
 
-    return coefficients.build(_net(path, rules_name), get_rules(rules_name), algorithm)
+    return coefficients.build(_net(path, rules_name, seq_len), get_rules(rules_name), algorithm)
 
 
-def net_costs(name: str, rules: str, algorithm: str = "gemm"):
-    """Per-layer cost coefficients of a net (cached per net, rules and algorithm)."""
-    return _costs(str(net_path(name)), rules, algorithm)
+def net_costs(name: str, rules: str, algorithm: str = "gemm", seq_len: int | None = None):
+    """Per-layer cost coefficients of a net (cached per net, rules, algorithm, sequence length)."""
+    return _costs(str(net_path(name)), rules, algorithm, seq_len)
 
 
 def profile_data(name: str) -> dict:

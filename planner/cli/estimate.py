@@ -24,6 +24,22 @@ ESTIMATE_COLUMNS = [
     ("speedup", "speedup"),
     ("throughput_samples_s", "samples/s"),
 ]
+LLM_COLUMNS = [
+    ("workers", "GPUs"),
+    ("scheme", "scheme"),
+    ("tp", "TP"),
+    ("pp", "PP"),
+    ("dp", "DP"),
+    ("microbatch", "micro"),
+    ("accumulation", "steps"),
+    ("total_ms", "step ms"),
+    ("bubble_ms", "bubble ms"),
+    ("comm_ms", "comm ms"),
+    ("tokens_per_s", "tokens/s"),
+    ("mfu", "MFU"),
+    ("hardware_tflops_per_gpu", "TFLOP/s/GPU"),
+    ("memory_gb_per_gpu", "mem GB"),
+]
 
 
 @app.command()
@@ -84,6 +100,27 @@ def estimate(
     plan: Annotated[
         str | None, typer.Option(help="Re-evaluate a saved plan (plan_<k>.json of `planner pareto`).")
     ] = None,
+    tp: Annotated[int, typer.Option(help="Transformers: tensor-parallel degree (inside a node).")] = 1,
+    pp: Annotated[int, typer.Option(help="Transformers: pipeline-parallel stages (1F1B).")] = 1,
+    zero: Annotated[int, typer.Option(help="Transformers: ZeRO stage 0-3 (3 = FSDP full sharding).")] = 0,
+    recompute: Annotated[
+        str, typer.Option(help="Transformers: activation recomputation, none, selective or full.")
+    ] = "none",
+    sp: Annotated[
+        bool, typer.Option("--sp", help="Transformers: sequence parallelism with tensor parallelism.")
+    ] = False,
+    ep: Annotated[int, typer.Option(help="Mixture of experts: expert-parallel degree.")] = 1,
+    interleave: Annotated[int, typer.Option(help="Transformers: virtual pipeline stages per GPU.")] = 1,
+    microbatch: Annotated[
+        int | None, typer.Option(help="Transformers: sequences per GPU per microbatch (default: --batch).")
+    ] = None,
+    global_batch: Annotated[
+        int | None,
+        typer.Option(help="Transformers: sequences per step; microbatches = global / (dp x microbatch)."),
+    ] = None,
+    seq_len: Annotated[
+        int | None, typer.Option(help="Transformers: sequence length (default: the model's).")
+    ] = None,
 ) -> None:
     """Predicted step time per worker count and AllReduce scheme (modern rules, or a PALEO rule set): a scaling table."""
     from costs import comm
@@ -123,6 +160,16 @@ def estimate(
             calibration=calibration,
             optimizer=optimizer,
             data_loader=data_loader,
+            tp=tp,
+            pp=pp,
+            zero=zero,
+            recompute=recompute,
+            sp=sp,
+            ep=ep,
+            interleave=interleave,
+            microbatch=microbatch,
+            global_batch=global_batch,
+            seq_len=seq_len,
         )
     records = run(req)
     if format is Fmt.json:
@@ -136,7 +183,7 @@ def estimate(
             f"{r0['parallel']} parallel, {r0['precision']}, rules {r0['rules']}"
             + (f", {r0['accumulation']} microbatches per step" if r0["accumulation"] != 1 else "")
         )
-        typer.echo(render.table(records, ESTIMATE_COLUMNS))
+        typer.echo(render.table(records, LLM_COLUMNS if "tp" in r0 else ESTIMATE_COLUMNS))
         too_big = [x for x in records if not x.get("fits_memory", True)]
         if too_big:
             worst = max(too_big, key=lambda x: x["memory_gb"])

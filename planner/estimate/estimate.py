@@ -8,6 +8,7 @@ and returns records with times in milliseconds. A spec with ModelParallel blocks
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -15,10 +16,13 @@ from costs import comm
 from costs.model import evaluate, plans
 from planner import catalog
 from planner.errors import BadInput, UnsupportedError
+from planner.estimate.llm import estimate_llm
 from planner.estimate.modelparallel import estimate_model_parallel
 from planner.estimate.records import hardware, precision_of, record
 from planner.metrics.model import CostModel, loader_for
+from planner.request import defaults
 from planner.request.estimate import EstimateRequest, validate
+from planner.request.optimize import transformer_model
 
 
 def _split_index(costs, req: EstimateRequest) -> int:
@@ -58,22 +62,22 @@ def estimate(req: EstimateRequest) -> list[dict]:
     validate(req)
     info = catalog.device(req.device)
     net_info = catalog.network(req.network)
-    precision = precision_of(req, info)
-    if precision not in info.device.peak_flops:
-        raise UnsupportedError(
-            f"device {info.key} has no {precision} peak in the catalog "
-            f"(has: {', '.join(info.device.peak_flops)})"
-        )
-    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm)
+    precision = _precision(req, info)
+    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, seq_len=req.seq_len)
+    llm = transformer_model(costs)
+    req = replace(req, optimizer=defaults.optimizer(req.optimizer, llm is not None))
     model = CostModel.of(
         req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader)
     )
+    if llm is not None:
+        return estimate_llm(req, costs, model, info, net_info, precision, llm)
+    if req.model_parallel:
+        raise BadInput(
+            "--tp, --pp, --zero, --recompute, --sp, --ep, --interleave, --microbatch and --global-batch "
+            "need a transformer net under the modern rules"
+        )
     if costs.net.has_model_parallel and req.parallel == "model":
-        if model.modern:
-            raise UnsupportedError(
-                "explicit ModelParallel blocks are scored by PALEO's rule sets only: add --rules paleo-2018"
-            )
-        return estimate_model_parallel(req, costs, info, net_info)
+        return _model_parallel(req, costs, info, net_info, model)
     batch = req.batch or costs.net.default_batch
     split = _split_index(costs, req)
     workers = np.array(req.workers, dtype=np.int64)

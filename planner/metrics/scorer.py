@@ -76,8 +76,10 @@ class Scorer:
         p, r = self.evaluate(cols)
         self.evaluated += len(p)
         prec = np.asarray(PRECISIONS)[p.precision]
-        param_bytes = np.array([memory.bytes_per_param(x, self.optimizer) for x in PRECISIONS])
-        mem = memory.per_gpu(r.local_params, r.activation_bytes, param_bytes[p.precision])
+        mem = r.memory
+        if mem is None:
+            param_bytes = np.array([memory.bytes_per_param(x, self.optimizer) for x in PRECISIONS])
+            mem = memory.per_gpu(r.local_params, r.activation_bytes, param_bytes[p.precision])
         k = p.workers.astype(float)
         global_batch = np.rint(r.samples).astype(np.int64)  # whole samples (exact in float64)
         iters = self.epochs * np.ceil(self.dataset_size / global_batch)
@@ -106,7 +108,26 @@ class Scorer:
             "cost_usd": ttt / 3600.0 * k * self.prices[cols["gpu"]],
             "memory_bytes": mem,
             "device_memory_bytes": self.devices.memory_bytes[cols["gpu"]],
+            "accumulation": p.accumulation,
+            **self._transformer_metrics(p, r, global_batch / total),
         }
+
+    def _transformer_metrics(self, p, r, samples_s: np.ndarray) -> dict[str, np.ndarray]:
+        """Tokens/s, MFU (PaLM's model FLOPs utilisation: training FLOPs without recomputation
+        over the precision's dense peak) and HFU (with it), for transformer plans."""
+        seq = (self.costs.net.meta.get("model") or {}).get("seq_len")
+        if seq is None:
+            return {}
+        out = {"tokens_per_s": samples_s * seq}
+        model_flops = getattr(r, "model_flops", None)
+        if model_flops is not None:
+            peak = self.devices.peak[p.device, p.precision] * p.workers
+            out["mfu"] = model_flops / r.total / peak
+            out["hfu"] = r.hardware_flops / r.total / peak
+            out["bubble_s"] = r.bubble
+            out["tp_comm_s"] = r.tp_comm
+            out["pp_comm_s"] = r.pp_comm
+        return out
 
     @classmethod
     def of(cls, problem: Problem, space: Space) -> Scorer:

@@ -12,10 +12,35 @@ def _set_axes(result) -> list[str]:
     return [f.key for a in OPTIONS if a.name in result.request for f in a.fields]
 
 
+def _parallel(b: dict) -> str:
+    """How the plan is parallel, in words."""
+    if "tp" in b and b["tp"] * b["pp"] > 1 or b.get("zero"):
+        parts = [f"TP {b['tp']} x PP {b['pp']} x DP {b['dp']}"]
+        parts += [f"ZeRO-{b['zero']}"] if b.get("zero") else []
+        parts += ["sequence parallel"] if b.get("sp") == "on" else []
+        parts += [f"EP {b['ep']}"] if b.get("ep", 1) > 1 else []
+        parts += [f"{b['interleave']} virtual stages"] if b.get("interleave", 1) > 1 else []
+        return ", ".join(parts)
+    return "data parallel" if b["parallel"] == "data" else f"hybrid (model parallel from {b['split']})"
+
+
+def _transformer_lines(b: dict) -> list[str]:
+    """Tokens, MFU, the pipeline and the recomputation of a transformer plan."""
+    if "tokens_per_s" not in b:
+        return []
+    line = f"  {b['tokens_per_s']:,.0f} tokens/s ({b['seq_len']:,} per sequence)"
+    if "mfu" in b:
+        line += f"   MFU {b['mfu']:.1%} (hardware FLOPs {b['hfu']:.1%} of peak, with recomputation)"
+    line += f"   recomputation {b['recompute']}, microbatch {b['batch_per_worker']} x {b['accumulation']} per step"
+    if b.get("pp", 1) > 1:
+        line += f", pipeline bubble {b['bubble_ms']:,.1f} ms"
+    return [line]
+
+
 def _best_lines(result) -> list[str]:
     b = result.best
     inside = f"{b['nodes']} node{'s' if b['nodes'] > 1 else ''} x {b['gpus_per_node']}"
-    split = "data parallel" if b["parallel"] == "data" else f"hybrid (model parallel from {b['split']})"
+    split = _parallel(b)
     cost = "n/a (no price)" if b["cost_usd"] is None else f"${b['cost_usd']:,.2f}"
     return [
         f"Best plan for {result.net} (minimising {', '.join(result.objectives)}):",
@@ -26,6 +51,7 @@ def _best_lines(result) -> list[str]:
         f"  time to train {duration(b['time_to_train_s'])}{_range(b, 'time_to_train_s')}   cost {cost}   "
         f"iteration {b['iteration_ms']:,.2f} ms{_range(b, 'iteration_ms')}   {b['throughput_samples_s']:,.0f} samples/s   "
         f"memory {b['memory_gb']:.1f} of {b['device_memory_gb']:.0f} GB",
+        *_transformer_lines(b),
         *_price_line(b),
         f"  per iteration: forward {b['forward_ms']:,.2f} ms, backward {b['backward_ms']:,.2f} ms, "
         f"update {b['update_ms']:,.2f} ms, communication {b['comm_ms']:,.2f} ms"
@@ -34,6 +60,12 @@ def _best_lines(result) -> list[str]:
         "Why it wins:",
         *[f"  - {w}" for w in b["why"]],
         *_confidence_lines(b),
+        *(
+            [""] + ["Its parallel degrees, each against its neighbours (same GPUs):"]
+            if b.get("degrees")
+            else []
+        ),
+        *[f"  - {w}" for w in b.get("degrees") or []],
         *_sensitivity_lines(b),
     ]
 

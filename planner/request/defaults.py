@@ -13,6 +13,15 @@ PRECISION = "auto"
 PPP_COMP = 0.62
 PPP_COMM = 0.72
 NETWORK = "eth100"  # 100 Gbit/s Ethernet between nodes
-OPTIMIZER = "momentum"  # SGD with momentum, as the zoo's CNNs train
+OPTIMIZER = "auto"  # Adam for transformers (GPT-3, BERT and Llama train with Adam/AdamW), else
+# SGD with momentum, as the zoo's CNNs train
+OPTIMIZERS = ("auto", "sgd", "momentum", "adam")
 DEVICE = "H100_SXM"  # `planner estimate` without --device
 DATA_LOADER = "auto"  # a CPU JPEG loader for image sets read from storage, none otherwise
+
+
+def optimizer(name: str, transformer: bool) -> str:
+    """The optimizer ``auto`` stands for: adam for a transformer, momentum otherwise."""
+    if name != "auto":
+        return name
+    return "adam" if transformer else "momentum"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from costs import comm
 from costs.hardware import PRECISIONS
+from costs.llm_memory import RECOMPUTE
 from planner.errors import BadInput
 from planner.request import defaults
 
@@ -41,6 +42,27 @@ class EstimateRequest:
     calibration: str | None = None  # modern rules: profile file; None: the shipped default
     optimizer: str = defaults.OPTIMIZER
     data_loader: str = defaults.DATA_LOADER  # auto | cpu | dali | none (modern rules)
+    # transformers under the modern rules (costs.llm): model parallelism and batch
+    tp: int = 1
+    pp: int = 1
+    zero: int = 0
+    recompute: str = "none"
+    sp: bool = False
+    ep: int = 1
+    interleave: int = 1
+    microbatch: int | None = None  # sequences per GPU per microbatch (None: --batch's)
+    global_batch: int | None = None  # sequences per step; sets the microbatches per step
+    seq_len: int | None = None  # None: the model's
+
+    @property
+    def model_parallel(self) -> bool:
+        """True when an LLM-parallelism option differs from plain data parallelism."""
+        return (
+            (self.tp, self.pp, self.zero, self.recompute, self.sp, self.ep, self.interleave)
+            != (1, 1, 0, "none", False, 1, 1)
+            or self.microbatch is not None
+            or self.global_batch is not None
+        )
 
 
 def validate(req: EstimateRequest) -> None:
@@ -64,6 +86,28 @@ def validate(req: EstimateRequest) -> None:
     for s in req.schemes:
         if s not in comm.SCHEMES:
             raise BadInput(f"unknown scheme '{s}' (valid: {', '.join(comm.SCHEMES)}, all)")
+    _validate_parallel(req)
+
+
+def _validate_parallel(req: EstimateRequest) -> None:
+    """The transformer options: degrees, batches, ZeRO stage, recomputation, optimizer."""
+    for name, value in (
+        ("--tp", req.tp),
+        ("--pp", req.pp),
+        ("--ep", req.ep),
+        ("--interleave", req.interleave),
+    ):
+        if value < 1:
+            raise BadInput(f"{name} must be a positive integer, got {value}")
+    for name, value in (("--microbatch", req.microbatch), ("--global-batch", req.global_batch)):
+        if value is not None and value < 1:
+            raise BadInput(f"{name} must be a positive integer, got {value}")
+    if req.zero not in (0, 1, 2, 3):
+        raise BadInput(f"--zero {req.zero} (valid: 0, 1, 2, 3)")
+    if req.recompute not in RECOMPUTE:
+        raise BadInput(f"--recompute '{req.recompute}' (valid: {', '.join(RECOMPUTE)})")
+    if req.optimizer not in defaults.OPTIMIZERS:
+        raise BadInput(f"--optimizer '{req.optimizer}' (valid: {', '.join(defaults.OPTIMIZERS)})")
 
 
 _PLAN_KEYS = (

@@ -7,7 +7,7 @@ spec); :func:`validate` checks every one, looks the names up in the catalogs and
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -15,7 +15,6 @@ from costs.hardware import PRECISIONS
 from planner import catalog, pricing
 from planner.errors import BadInput
 from planner.metrics.limits import Limits
-from planner.metrics.memory import OPTIMIZERS
 from planner.metrics.model import CostModel, loader_for
 from planner.metrics.scorer import OBJECTIVES
 from planner.request import defaults
@@ -25,6 +24,7 @@ from planner.request.parse import parse_budgets, parse_duration
 # (Goyal et al. 2017) of the 1,281,167 ILSVRC-2012 training images (Russakovsky et al. 2015).
 DEFAULT_EPOCHS = 90
 IMAGENET_TRAIN = 1_281_167
+TOKENS_UNIT = 10**9  # a transformer without a training section: time and cost per 1e9 tokens
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,8 @@ class OptimizeRequest:
     network: str = defaults.NETWORK
     epochs: float | None = None
     dataset_size: int | None = None
-    global_batch: int | None = None
+    global_batch: int | None = None  # None: the net's (transformers), else free
+    seq_len: int | None = None  # transformers: None is the model's
     max_global_batch: int = 8192
     min_global_batch: int = 1
     optimizer: str = defaults.OPTIMIZER
@@ -85,6 +86,11 @@ class Problem:
     dataset_size: int
     model: CostModel | None = None  # rule set, calibration profile, optimizer
     price_sources: tuple[str, ...] = ()  # per key of ``gpus``: where its price comes from
+    llm: dict | None = None  # transformer description (costs.llm_shard.dims) under the modern rules
+
+    @property
+    def global_batch(self) -> int | None:
+        return self.request.global_batch
 
     def axis_option(self, name: str) -> str | None:
         """The user's text for a declared axis's option, or None when not given."""
@@ -171,8 +177,8 @@ def select_gpus(
 
 def _check_numbers(req: OptimizeRequest) -> None:
     """Counts, batches, fractions and names that need no catalog."""
-    if req.optimizer not in OPTIMIZERS:
-        raise BadInput(f"--optimizer '{req.optimizer}' (valid: {', '.join(OPTIMIZERS)})")
+    if req.optimizer not in defaults.OPTIMIZERS:
+        raise BadInput(f"--optimizer '{req.optimizer}' (valid: {', '.join(defaults.OPTIMIZERS)})")
     if req.precision not in (*PRECISIONS, "auto", "any"):
         raise BadInput(f"--precision '{req.precision}' (valid: auto, {', '.join(PRECISIONS)}, any)")
     for name, v in (
@@ -193,12 +199,17 @@ def _check_numbers(req: OptimizeRequest) -> None:
 
 
 def _training(req: OptimizeRequest, costs) -> tuple[float, int]:
-    """Epochs and samples per epoch: the request's, else the net's, else ImageNet's."""
+    """Epochs and samples per epoch: the request's, else the net's, else ImageNet's (a
+    transformer without a published dataset: one pass over 1e9 tokens, a unit to compare plans)."""
     training = costs.net.meta.get("training", {})
-    epochs = req.epochs if req.epochs is not None else training.get("epochs", DEFAULT_EPOCHS)
+    model = costs.net.meta.get("model")
+    unit = isinstance(model, dict) and "dataset_size" not in training
+    epochs = req.epochs if req.epochs is not None else training.get("epochs", 1 if unit else DEFAULT_EPOCHS)
     dataset = req.dataset_size
     if dataset is None:
-        dataset = training.get("dataset_size", IMAGENET_TRAIN)
+        dataset = (
+            -(-TOKENS_UNIT // model["seq_len"]) if unit else training.get("dataset_size", IMAGENET_TRAIN)
+        )
     if not (0 < epochs < float("inf")) or dataset < 1:  # rejects nan and inf too
         raise BadInput(
             f"--epochs must be a positive finite number (got {epochs}) and --dataset-size positive"
@@ -248,7 +259,9 @@ def validate(req: OptimizeRequest) -> Problem:
     if not gpus:
         raise BadInput(f"no device has a {what} in prices.toml (see `planner list prices`)")
     net_info = catalog.network(req.network)
-    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm)
+    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, seq_len=req.seq_len)
+    llm = transformer_model(costs)
+    req = _resolved(req, costs, llm is not None)
     epochs, dataset = _training(req, costs)
     infos = tuple(catalog.device(k) for k in gpus)
     usd, sources = _price_columns(gpus, table, prices)
@@ -267,4 +280,23 @@ def validate(req: OptimizeRequest) -> Problem:
             req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader)
         ),
         price_sources=sources,
+        llm=llm,
     )
+
+
+def transformer_model(costs) -> dict | None:
+    """The transformer description the LLM evaluator reads (None: not a transformer, or not
+    the modern rules, which alone model tensor and pipeline parallelism)."""
+    from costs import llm_shard
+    from costs.llm import applies
+
+    return llm_shard.dims(costs.net.meta["model"]) if costs.rules.modern and applies(costs) else None
+
+
+def _resolved(req: OptimizeRequest, costs, llm: bool) -> OptimizeRequest:
+    """The request with what depends on the net filled in: ``auto`` optimizer, and a
+    transformer's published global batch where it has one (zoo ``training.global_batch``)."""
+    batch = req.global_batch
+    if batch is None and llm:
+        batch = costs.net.meta.get("training", {}).get("global_batch")
+    return replace(req, optimizer=defaults.optimizer(req.optimizer, llm), global_batch=batch)

@@ -45,10 +45,11 @@ def explain(best: dict, baseline: dict) -> list[str]:
         if binding
         else "no constraint binds: more GPUs or a larger batch would not make it better."
     )
-    lines.append(
-        f"{baseline['speedup']:.1f}x the throughput of one {best['gpu']} at the same batch per GPU "
-        f"(scaling efficiency {baseline['efficiency']:.0%})."
-    )
+    if best.get("tp", 1) * best.get("pp", 1) == 1 and not best.get("zero"):  # one GPU holds the model
+        lines.append(
+            f"{baseline['speedup']:.1f}x the throughput of one {best['gpu']} at the same batch per GPU "
+            f"(scaling efficiency {baseline['efficiency']:.0%})."
+        )
     return lines
 
 
@@ -60,6 +61,9 @@ def baseline(scorer: Scorer, cols, i) -> dict:
     one["gpus"][:] = sp.choices("gpus").index(1)
     one["per_node"][:] = sp.choices("per_node").index(1)
     one["split"][:] = sp.choices("split").index(sp.n_layers)
+    for axis, plain in (("tp", 1), ("pp", 1), ("ep", 1), ("interleave", 1), ("sp", "off"), ("zero", 0)):
+        if axis in one and plain in sp.choices(axis):
+            one[axis][:] = sp.choices(axis).index(plain)
     m1 = scorer.metrics(one)
     speedup = float(m_best["throughput_samples_s"][0] / m1["throughput_samples_s"][0])
     return {
@@ -71,12 +75,32 @@ def baseline(scorer: Scorer, cols, i) -> dict:
     }
 
 
+def _states(scorer: Scorer, sel: dict) -> str:
+    """Transformers: the model states of the smallest plan against its GPUs' memory."""
+    if scorer.space.llm is None:
+        return ""
+    from costs.hardware import ELEMENT_BYTES
+    from costs.llm_memory import state_bytes
+
+    j = int(np.argmin(sel["memory_bytes"]))
+    prec, gpus = str(sel["precision_name"][j]), int(sel["gpus"][j])
+    per = float(state_bytes(1.0, ELEMENT_BYTES[prec], scorer.optimizer, np.array(0), 1))
+    params = scorer.costs.total_params
+    mem = float(sel["device_memory_bytes"][j])
+    return (
+        f"{params / 1e9:,.1f} B parameters x {per:.0f} bytes ({scorer.optimizer}, {prec}: weights, "
+        f"gradients, optimizer states) = {params * per / 1e12:,.2f} TB against {gpus} x "
+        f"{mem / 1e9:,.0f} GB = {gpus * mem / 1e12:,.2f} TB; "
+    )
+
+
 def _why_none(name: str, lim, sel: dict, scorer: Scorer) -> str:
     """The message when constraint ``name`` rules out every plan (``sel``: the plans meeting
     every other constraint, their metrics)."""
     messages = {
         "memory": lambda: (
-            f"no plan fits: the smallest needs {sel['memory_bytes'].min() / 1e9:.1f} GB per GPU, the "
+            f"no plan fits: {_states(scorer, sel)}the smallest plan needs "
+            f"{sel['memory_bytes'].min() / 1e9:.1f} GB per GPU, the "
             f"largest GPU allowed has {scorer.devices.memory_bytes.max() / 1e9:.0f} GB "
             f"({lim.memory_fraction:.0%} usable)"
         ),

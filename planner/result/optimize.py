@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from planner.errors import InfeasibleError
 from planner.request.optimize import OptimizeRequest, request_dict
 from planner.result.confidence import confidence
+from planner.result.degrees import degrees
 from planner.result.explain import baseline, diagnose, explain
 from planner.result.records import plan_record
 from planner.result.sensitivity import sensitivity
@@ -91,6 +92,7 @@ def result(out: Outcome, req: OptimizeRequest) -> Result:
     pool, best_i, best, alts, front = pick(out, req.alternatives)
     base = baseline(out.scorer, pool.cols, best_i)
     best["why"] = explain(best, base)
+    best["degrees"] = degrees(out.scorer, pool.cols, best_i, out.objectives[0])
     if len(out.objectives) == 1 and alts and alts[0]["objective"] <= best["objective"] * (1 + TIE):
         best["why"].append(
             f"as good as the next best within {TIE:.1%}: among plans that tie, the cheaper (for time) or faster "

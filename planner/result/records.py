@@ -75,6 +75,18 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         memory_gb=float(m["memory_bytes"][0] / 1e9),
         device_memory_gb=float(m["device_memory_bytes"][0] / 1e9),
     )
+    if "tokens_per_s" in m:  # transformers
+        rec.update(
+            seq_len=int(scorer.costs.net.meta["model"]["seq_len"]),
+            tokens_per_s=float(m["tokens_per_s"][0]),
+            memory_gb_per_gpu=rec["memory_gb"],
+            **{k: float(m[k][0]) for k in ("mfu", "hfu") if k in m},
+            **{
+                f"{k}_ms": float(m[f"{k}_s"][0] * 1e3)
+                for k in ("bubble", "tp_comm", "pp_comm")
+                if f"{k}_s" in m
+            },
+        )
     vals = scorer.objective_values(m, objectives)[:, 0]
     rec["objective"] = float(vals[0]) if len(vals) == 1 else [float(v) for v in vals]
     cons = scorer.limits.values(m)[:, 0]
@@ -87,6 +99,19 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         rec["iteration_ms_range"] = [rec["iteration_ms"] / hi, rec["iteration_ms"] / lo]
         rec["time_to_train_s_range"] = [rec["time_to_train_s"] / hi, rec["time_to_train_s"] / lo]
     return rec
+
+
+def _transformer_fields(scorer: Scorer, m: dict) -> dict:
+    """Tokens/s, MFU, HFU, memory per GPU and the pipeline's times of a transformer plan."""
+    if "tokens_per_s" not in m:
+        return {}
+    return dict(
+        seq_len=int(scorer.costs.net.meta["model"]["seq_len"]),
+        tokens_per_s=float(m["tokens_per_s"][0]),
+        memory_gb_per_gpu=float(m["memory_bytes"][0] / 1e9),
+        **{k: float(m[k][0]) for k in ("mfu", "hfu") if k in m},
+        **{f"{k}_ms": float(m[f"{k}_s"][0] * 1e3) for k in ("bubble", "tp_comm", "pp_comm") if f"{k}_s" in m},
+    )
 
 
 def estimate_command(scorer: Scorer, rec: dict) -> str:
@@ -105,6 +130,8 @@ def estimate_command(scorer: Scorer, rec: dict) -> str:
             f"--rules {scorer.costs.rules.name}",
         ]
     model.append(f"--conv-algorithm {scorer.costs.algorithm}")
+    if "seq_len" in rec:
+        model.append(f"--seq-len {rec['seq_len']}")
     parts = ["planner estimate", scorer.costs.net.source.removesuffix(".json")]
     parts += [x for args in head for x in args] + model + [x for args in tail for x in args]
     if scorer.pipeline:

@@ -60,13 +60,39 @@ def refine_front(scorer: Scorer, objectives, found: Scored, stats, max_rounds: i
     return merge(pool)
 
 
+STARTS = 4  # descents from the best plan and from the next best that differ from it in 3+ axes
+
+
+def _starts(found: Scored, k: int = STARTS) -> list[int]:
+    """The best feasible plan, then the next best plans that differ from every start so far in
+    at least three axes (a 2-axis descent cannot walk from one to the other)."""
+    feas = np.flatnonzero(found.feasible)
+    order = feas[np.argsort(found.objectives[0, feas], kind="stable")]
+    keys = np.vstack(list(found.cols.values()))
+    picked: list[int] = []
+    for j in order:
+        if all(int((keys[:, j] != keys[:, i]).sum()) >= 3 for i in picked):
+            picked.append(int(j))
+            if len(picked) == k:
+                break
+    return picked
+
+
 def refine(scorer: Scorer, objectives, found: Scored, stats, max_rounds: int = 20) -> Scored:
-    """Coordinate descent over pairs of axes from the best feasible plan (see module doc)."""
-    i = best_index(found)
-    if i is None:
+    """Coordinate descent over pairs of axes from the best feasible plan and from a few diverse
+    runners-up (see module doc)."""
+    if best_index(found) is None:
         return found
-    names = scorer.space.names
     pool = [found]
+    for i in _starts(found):
+        pool.append(_descend(scorer, objectives, found, i, stats, max_rounds))
+    return merge(pool)
+
+
+def _descend(scorer: Scorer, objectives, found: Scored, i: int, stats, max_rounds: int) -> Scored:
+    """One coordinate descent from plan ``i`` of ``found``: every plan it scored."""
+    names = scorer.space.names
+    pool = []
     best_val = found.objectives[0, i]
     centre = dict(zip(names, found.key(i), strict=True))
     for _ in range(max_rounds):

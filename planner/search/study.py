@@ -20,7 +20,8 @@ from planner.errors import BadInput, PlannerError
 from planner.metrics.scorer import Scorer
 from planner.search import shared
 from planner.search.refine import refine, refine_front
-from planner.search.scored import Scored, best_index, front_indices, score
+from planner.search.sample import sample
+from planner.search.scored import Scored, best_index, front_indices, merge, score
 from planner.search.shared import STALE_AFTER_S
 
 
@@ -85,11 +86,22 @@ def open_study(objectives, seed, storage=None, study_name=None):
 
 
 def _keys(space, trials) -> list[tuple[int, ...]]:
-    """Each asked trial's plan as choice indices: one categorical suggestion per axis."""
+    """Each asked trial's plan as choice indices: one categorical suggestion per axis that has a
+    choice to make (an axis of one choice is not a parameter of the study)."""
     choices = {a: list(space.choices(a)) for a in space.names}
     return [
-        tuple(choices[a].index(t.suggest_categorical(a, choices[a])) for a in space.names) for t in trials
+        tuple(
+            choices[a].index(t.suggest_categorical(a, choices[a])) if len(choices[a]) > 1 else 0
+            for a in space.names
+        )
+        for t in trials
     ]
+
+
+def _param(space, params: dict, axis: str):
+    """A trial's value of ``axis`` (the only choice when the axis has one)."""
+    choices = space.choices(axis)
+    return choices[0] if len(choices) == 1 and axis not in params else params[axis]
 
 
 def _tell(scorer: Scorer, objectives, study, asked, cache: dict, stats: SearchStats) -> None:
@@ -136,13 +148,13 @@ def _study_keys(space, study) -> set[tuple[int, ...]]:
     keys = set()
     for params in study.user_attrs.get(REFINED, []):
         try:
-            keys.add(tuple(space.choices(a).index(params[a]) for a in space.names))
+            keys.add(tuple(space.choices(a).index(_param(space, params, a)) for a in space.names))
         except (KeyError, ValueError):
             continue  # a plan of a different space
     for t in study.get_trials(deepcopy=False, states=shared.COMPLETE):
-        if all(a in t.params for a in space.names):
+        if all(a in t.params or len(space.choices(a)) == 1 for a in space.names):
             try:
-                keys.add(tuple(space.choices(a).index(t.params[a]) for a in space.names))
+                keys.add(tuple(space.choices(a).index(_param(space, t.params, a)) for a in space.names))
             except ValueError:
                 continue  # a trial from a different space
     return keys
@@ -179,6 +191,9 @@ def run(
         raise PlannerError(f"study '{study.study_name}' has no completed trial to answer from")
     arr = np.array(sorted(keys), dtype=np.int64).T
     found = score(scorer, dict(zip(scorer.space.names, arr, strict=True)), objectives)
+    drawn = sample(scorer, objectives, stats.seed)
+    if drawn is not None:
+        found = merge([found, drawn])
     if refine_result:
         found = (refine if len(objectives) == 1 else refine_front)(scorer, objectives, found, stats)
         _remember_refined(scorer.space, study, found, objectives)

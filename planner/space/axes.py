@@ -21,7 +21,6 @@ none of them names an axis. ``chosen`` is a :class:`Chosen`: index columns with 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,6 +29,8 @@ from costs import comm
 from costs.hardware import PRECISIONS
 from planner.errors import BadInput, UnsupportedError
 from planner.request.parse import parse_int_list
+from planner.space import llm_axes
+from planner.space.declare import Axis, Chosen, Field
 
 if TYPE_CHECKING:
     from planner.request.optimize import Problem
@@ -37,47 +38,8 @@ if TYPE_CHECKING:
 
 DEFAULT_GPU_BUDGET = 64  # GPU axis cap when only money or a deadline bounds the search
 BATCHES = tuple(2**i for i in range(12))  # 1 .. 2048 samples per GPU
+MICROBATCHES = (1, 2, 4, 8, 16, 32)  # sequences per GPU per microbatch (transformers)
 PER_NODE = (1, 2, 4, 8)
-
-
-class Chosen:
-    """Index columns of some plans, with the chosen value of every axis on demand."""
-
-    def __init__(self, space: Space, cols: dict[str, np.ndarray]):
-        self.space = space
-        self.cols = cols
-
-    def index(self, axis: str) -> np.ndarray:
-        return self.cols[axis]
-
-    def value(self, axis: str) -> np.ndarray:
-        return np.asarray(self.space.choices(axis))[self.cols[axis]]
-
-
-_no_args = lambda rec: []
-
-
-@dataclass(frozen=True)
-class Field:
-    """One output column of an axis: record key, values (arrays), compact-table header."""
-
-    key: str
-    values: Callable[[Chosen, dict], np.ndarray]
-    header: str | None = None
-
-
-@dataclass(frozen=True)
-class Axis:
-    """One search axis (see the module docstring)."""
-
-    name: str
-    choices: Callable[[Problem], tuple]
-    plan: Callable[[Chosen], dict[str, np.ndarray]]
-    fields: tuple[Field, ...]
-    valid: Callable[[Chosen], np.ndarray] | None = None
-    estimate_args: Callable[[dict], list[str]] = field(default=_no_args)
-    estimate_tail: bool = False  # its estimate options come after the model's (ppp, rules)
-    option: str | None = None
 
 
 def gpu_counts(max_gpus: int) -> tuple[int, ...]:
@@ -113,31 +75,71 @@ def _lookup(names: tuple[str, ...], axis: str) -> Callable[[Chosen], np.ndarray]
     return lambda ch: np.array([names.index(x) for x in ch.space.choices(axis)])[ch.index(axis)]
 
 
+def _microbatched(space: Space) -> bool:
+    """Transformer plans under a fixed global batch choose the microbatch; the number of
+    microbatches follows (Megatron-LM's --micro-batch-size and --global-batch-size)."""
+    return space.llm is not None and space.global_batch is not None
+
+
 def _batch(ch: Chosen) -> np.ndarray:
-    """Samples per GPU: the chosen ones, or a fixed global batch split over the GPUs."""
+    """Samples per GPU per microbatch: the chosen ones, or (CNNs) a fixed global batch split
+    over the GPUs."""
     g = ch.space.global_batch
-    if g is None:
-        return ch.value("batch")
+    if g is None or _microbatched(ch.space):
+        return ch.value("microbatch")
     return np.ceil(g / ch.value("gpus")).astype(np.int64)
+
+
+def _microbatch_choices(problem: Problem) -> tuple[int, ...]:
+    text = problem.axis_option("microbatch")
+    g = problem.global_batch
+    llm = problem.llm is not None
+    if g is not None and not llm:
+        if text is not None:
+            raise BadInput(
+                "--microbatch with --global-batch is for transformer nets; a CNN's global "
+                "batch is split over its GPUs (search --accumulation instead)"
+            )
+        return (0,)
+    values = parse_int_list(text, "--microbatch") if text else (MICROBATCHES if g and llm else BATCHES)
+    values = tuple(sorted(set(values)))
+    if g is not None and not [b for b in values if b <= g]:
+        raise BadInput(f"every --microbatch exceeds the global batch {g}")
+    return tuple(b for b in values if g is None or b <= g)
 
 
 def _accumulation_choices(problem: Problem) -> tuple[int, ...]:
     text = problem.axis_option("accumulation")
+    if problem.llm is not None and problem.global_batch is not None:
+        if text is not None:
+            raise BadInput("--accumulation follows from --global-batch and --microbatch for transformers")
+        return (0,)  # derived: global batch / (dp x microbatch)
     return (1,) if text is None else tuple(sorted(set(parse_int_list(text, "--accumulation"))))
 
 
+def _replicas(ch: Chosen) -> np.ndarray:
+    return np.maximum(llm_axes.dp(ch), 1)
+
+
 def _accumulation_plan(ch: Chosen) -> dict[str, np.ndarray]:
-    """Microbatches per step; with a fixed global batch each is ceil(G / (GPUs x steps))."""
+    """Microbatches per step; with a fixed global batch each is ceil(G / (GPUs x steps)), or
+    (transformers) the steps are G / (dp x microbatch)."""
+    g = ch.space.global_batch
+    if _microbatched(ch.space):
+        return {"accumulation": np.maximum(g // (_replicas(ch) * ch.value("microbatch")), 1)}
     a = ch.value("accumulation")
     cols = {"accumulation": a}
-    if ch.space.global_batch is not None:
-        cols["batch"] = np.ceil(ch.space.global_batch / (ch.value("gpus") * a)).astype(np.int64)
+    if g is not None:
+        cols["batch"] = np.ceil(g / (ch.value("gpus") * a)).astype(np.int64)
     return cols
 
 
 def _accumulation_valid(ch: Chosen) -> np.ndarray:
-    """A fixed global batch leaves every microbatch at least one sample."""
+    """A fixed global batch leaves every microbatch at least one sample (transformers: the
+    data-parallel replicas times the microbatch divide it)."""
     g = ch.space.global_batch
+    if _microbatched(ch.space):
+        return g % (_replicas(ch) * ch.value("microbatch")) == 0
     a = ch.value("accumulation")
     return np.ones(a.shape, dtype=bool) if g is None else ch.value("gpus") * a <= g
 
@@ -195,14 +197,16 @@ AXES: tuple[Axis, ...] = (
         estimate_args=lambda r: [f"--gpus-per-node {r['gpus_per_node']}"],
     ),
     Axis(
-        "batch",
-        choices=lambda pb: BATCHES if pb.request.global_batch is None else (0,),
+        "microbatch",
+        choices=_microbatch_choices,
         plan=lambda ch: {"batch": _batch(ch)},
         fields=(
             Field("batch_per_worker", lambda ch, m: m["batch_per_worker"], "batch/GPU"),
             Field("global_batch", lambda ch, m: m["global_batch"]),
         ),
         estimate_args=lambda r: [f"--batch {r['batch_per_worker']}", "--scaling weak"],
+        option="Samples per GPU per microbatch to search, e.g. 1,2,4,8 (default 1-2048; transformers "
+        "with a global batch: 1-32).",
     ),
     Axis(
         "split",
@@ -246,11 +250,12 @@ AXES: tuple[Axis, ...] = (
         choices=_accumulation_choices,
         plan=_accumulation_plan,
         valid=_accumulation_valid,
-        fields=(Field("accumulation", lambda ch, m: ch.value("accumulation")),),
+        fields=(Field("accumulation", lambda ch, m: m["accumulation"]),),
         estimate_args=lambda r: [] if r["accumulation"] == 1 else [f"--accumulation {r['accumulation']}"],
         option="Gradient accumulation steps to search, e.g. 1,2,4,8 (microbatches per optimizer step; "
         "default 1). With --global-batch each microbatch is global batch / (GPUs x steps).",
     ),
+    *llm_axes.AXES,
 )
 
 NAMES = tuple(a.name for a in AXES)

@@ -31,6 +31,7 @@ class Space:
     layers: tuple  # the net's layer specs (names of split points)
     global_batch: int | None = None  # fixes GPUs x batch (x accumulation): strong scaling
     auto_precision: tuple[int, ...] = ()  # per gpu choice: the precision index "auto" means
+    llm: dict | None = None  # the transformer's description when model-parallel axes apply
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -85,8 +86,9 @@ def build(problem: Problem) -> Space:
         axes={a.name: tuple(a.choices(problem)) for a in AXES},
         max_per_node=tuple(i.device.max_per_node for i in problem.devices),
         layers=tuple(problem.costs.net.layers),
-        global_batch=problem.request.global_batch,
+        global_batch=problem.global_batch,
         auto_precision=tuple(int(x) for x in auto_precision(problem.devices)),
+        llm=problem.llm,
     )
 
 

@@ -1,0 +1,77 @@
+"""Transformer evaluator throughput (issue target: 2,000,000 plans/s on one core).
+
+Scores a grid of llama3-8b and gpt3-175b plans with every model-parallel axis varied: 6
+devices x workers 8..1024 x tensor 1..8 x pipeline 1..16 x ZeRO 0..3 x recomputation x
+sequence parallelism x microbatch 1..8 x
+AllReduce scheme x microbatches per step (737,280 plans), in one evaluator call per net, and prints plans per
+second. The grid is scored twice; the second (warm: shards built) is reported.
+
+Run: python benchmarks/bench_llm.py
+"""
+
+from __future__ import annotations
+
+import os
+
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(var, "1")  # one core
+
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from costs.model import evaluate, plans  # noqa: E402
+from planner import catalog  # noqa: E402
+from planner.metrics.model import CostModel  # noqa: E402
+
+DEVICES = ["A100_40GB", "A100_80GB", "H100_SXM", "H200", "B200", "MI300X"]
+WORKERS = [8, 16, 32, 64, 128, 256, 512, 1024]
+
+
+def grid(n_layers: int) -> dict[str, np.ndarray]:
+    axes = dict(
+        device=np.arange(len(DEVICES)),
+        workers=np.array(WORKERS),
+        tp=np.array([1, 2, 4, 8]),
+        pp=np.array([1, 2, 4, 8, 16]),
+        zero=np.arange(4),
+        recompute=np.arange(3),
+        sp=np.array([False, True]),
+        batch=np.array([1, 2, 4, 8]),
+        scheme=np.arange(4),
+        accumulation=np.array([8, 64]),
+    )
+    mesh = np.meshgrid(*axes.values(), indexing="ij")
+    return {k: m.ravel() for k, m in zip(axes, mesh, strict=True)}
+
+
+def bench(net: str) -> None:
+    costs = catalog.net_costs(net, "modern")
+    devices = catalog.device_table(DEVICES)
+    links = catalog.link_table(["ib_ndr"] + [catalog.device(d).device.intra_link for d in DEVICES])
+    model = CostModel.of("modern", optimizer="adam")
+    g = grid(costs.n_layers)
+    p = plans(
+        costs.n_layers,
+        network=0,
+        intra_link=1 + g["device"],
+        gpus_per_node=8,
+        precision=3,
+        **g,
+    )
+    kw = model.kwargs(devices, links)
+    evaluate(costs, p, devices, links, **kw)  # warm: shard costs built and cached
+    best = np.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        r = evaluate(costs, p, devices, links, **kw)
+        best = min(best, time.perf_counter() - t0)
+    assert np.isfinite(r.total).all()
+    print(
+        f"{net:12s} {len(p):>10,} plans in {best:6.3f} s: {len(p) / best / 1e6:5.2f} M plans/s (target 2.0)"
+    )
+
+
+if __name__ == "__main__":
+    for name in ("llama3-8b", "gpt3-175b"):
+        bench(name)

@@ -1,0 +1,334 @@
+"""The LLM evaluator: transformer plans with tensor, sequence, pipeline, expert and data
+parallelism, ZeRO and activation recomputation, under the ``modern`` rule set.
+
+Per plan: ``t`` = tp, ``p`` = pp, ``v`` = interleave, ``m`` microbatches per step
+(accumulation), ``b`` the microbatch, ``d = workers / (t p)`` data-parallel replicas.
+
+  layer       the roofline of every layer of one GPU's shard (:mod:`costs.llm_shard`,
+              :func:`costs.modern.layer_times`): forward, backward, and the recomputation
+              (full: the layer's forward again; selective: the core attention's forward);
+              norms, adds and dropout run whole on each GPU, split by ``t`` with sequence
+              parallelism (Korthikanti et al. 2022, arXiv:2205.05198, §4.2.2)
+  tensor par. two all-reduces of the hidden state (b s h) per layer forward and two backward,
+              two more with full recomputation (Shoeybi et al. 2019, arXiv:1909.08053, §3;
+              Narayanan et al. 2021, arXiv:2104.04473, §3.3); sequence parallelism moves the
+              same bytes as reduce-scatters and all-gathers; one each for the
+              vocabulary-parallel embedding and LM head; ring inside the node, not overlapped
+  stages      blocks spread over ``p`` stages so that the first (with the embedding) and the
+              last (with the LM head and loss) carry their share in block-equivalents; the
+              stage with the most work binds
+  pipeline    1F1B: ``(m + (p - 1) / v)`` microbatch times of the binding stage; the bubble
+              ``(p - 1) / v`` of them (Narayanan et al. 2021, §2.2); each microbatch sends its
+              activation forward and its gradient back, ``b s h / t`` per GPU (their
+              scatter/gather optimisation, §4.1), ``v`` times as often when interleaved
+  experts     two all-to-alls (dispatch, combine) of ``b s k h`` per MoE layer forward and two
+              backward over the ``ep`` GPUs (Lepikhin et al. 2020, arXiv:2006.16668, §2.2)
+  data par.   fp32 gradients all-reduced over ``d`` (ZeRO 1: reduce-scatter plus a parameter
+              all-gather, once per step; ZeRO 2: the reduce-scatter every microbatch; ZeRO 3:
+              also two parameter all-gathers per microbatch, forward and backward: 1.5x the
+              all-reduce volume, Rajbhandari et al. 2020, arXiv:1910.02054, §7), hidden behind
+              the backward in buckets (:func:`costs.overlap.exposed`); DP ranks fill a node
+              after TP (Megatron's rank order), so a node holds ``per_node / t`` of them
+  optimizer   the step over the GPU's parameters, 1/d of them under ZeRO >= 1
+  host        as :mod:`costs.modern`: max(GPU time, kernels x dispatch time) + framework time
+              per microbatch
+
+Memory per GPU is :mod:`costs.llm_memory` on the stage that needs the most: the first keeps
+``min(p, m)`` microbatches in flight (``1 + (p - 1) / (p v)`` times that when interleaved).
+Model FLOPs are the unsharded net's training FLOPs (6N plus attention; PaLM's MFU); hardware
+FLOPs add the recomputation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from costs import collectives, llm_memory, overlap
+from costs.efficiency import Efficiency
+from costs.hardware import ELEMENT_SIZE, DeviceTable, LinkTable
+from costs.llm_memory import FULL, SELECTIVE
+from costs.llm_shard import BLOCK, EMBED, HEAD, Shard, dims, shard
+from costs.modern import GRAD_BYTES, ModernBreakdown, Options, layer_times
+from costs.plans import Plans
+
+
+@dataclass(frozen=True)
+class LLMBreakdown(ModernBreakdown):
+    """:class:`~costs.modern.ModernBreakdown` plus the pipeline and memory of LLM plans."""
+
+    bubble: np.ndarray  # pipeline fill and drain (s)
+    tp_comm: np.ndarray  # tensor-parallel collectives per step (s), part of act_comm
+    pp_comm: np.ndarray  # pipeline sends per step (s), part of act_comm
+    ep_comm: np.ndarray  # expert all-to-alls per step (s), part of act_comm
+    memory_bytes: np.ndarray  # bytes on the GPU that needs the most
+    model_flops: np.ndarray  # training FLOPs of one step, all GPUs (no recomputation)
+    hardware_flops: np.ndarray  # the same with the recomputation
+    stage_blocks: np.ndarray  # transformer layers on the binding stage
+
+    @property
+    def total(self) -> np.ndarray:
+        return super().total + self.bubble
+
+    @property
+    def memory(self) -> np.ndarray:
+        return self.memory_bytes
+
+
+def applies(costs) -> bool:
+    """True for a net built from a transformer description (a zoo transformer, a config.json)."""
+    return isinstance(costs.net.meta.get("model"), dict)
+
+
+_PARTS = ("emb_f", "emb_b", "head_f", "head_b", "blk_f", "blk_b", "rep_f", "rep_b", "attn_f")
+_KERNELS = ("k_emb", "k_head", "k_blk", "k_rep")
+_PER_SHARD = ("p_emb", "p_blk", "p_head", "p_exp", "t_emb", "t_blk", "t_head")
+
+
+def _part_times(sh: Shard, devices, eff, plans: Plans, idx, out: dict) -> None:
+    """Fill ``out``'s per-plan seconds and kernels of each part of the shard for plans ``idx``."""
+    times, kernels, inv = layer_times(
+        sh.terms, devices, eff, plans.device[idx], plans.precision[idx], plans.batch[idx]
+    )
+    f, b = times[:, 0], times[:, 1] + times[:, 2]
+    k = kernels.sum(axis=1)
+    split = (sh.part == BLOCK) & ~sh.replicated
+    emb, head = sh.part == EMBED, sh.part == HEAD
+    parts = (  # in the order of _PARTS + _KERNELS
+        (f, emb), (b, emb), (f, head), (b, head), (f, split), (b, split), (f, sh.replicated),
+        (b, sh.replicated), (f, sh.core_attention), (k, emb), (k, head), (k, split), (k, sh.replicated),
+    )  # fmt: skip
+    table = np.stack([x[mask].sum(axis=0) for x, mask in parts], axis=1)[inv]  # one gather
+    for j, name in enumerate(_PARTS + _KERNELS):
+        out[name][idx] = table[:, j]
+    tensors = [float(sh.terms.param_tensors[sh.part == k].sum()) for k in (EMBED, BLOCK, HEAD)]
+    values = (*sh.params, sh.expert_params, *tensors)
+    for name, value in zip(_PER_SHARD, values, strict=True):
+        out[name][idx] = value
+
+
+def _ring(nbytes, k, bw, lat):
+    """A ring all-reduce of ``nbytes`` over ``k`` GPUs (collectives.flat's ring, for one scheme)."""
+    return np.where(k > 1, 2.0 * (k - 1) * lat + 2.0 * (k - 1) / k * nbytes / bw, 0.0)
+
+
+def _stages(L: int, p, unit, emb, head):
+    """Blocks on the first, last and a middle stage, balanced in block-equivalents ``unit``."""
+    unit = np.maximum(unit, 1e-30)
+    w = (L + (emb + head) / unit) / p
+    n1 = np.clip(np.rint(w - emb / unit), 0, L)
+    nl = np.where(p == 2, L - n1, np.clip(np.rint(w - head / unit), 0, L - n1))
+    mid = np.where(p > 2, np.ceil((L - n1 - nl) / np.maximum(p - 2, 1)), 0.0)
+    one = p == 1
+    return np.where(one, L, n1), np.where(one, L, nl), mid
+
+
+class _Ctx:
+    """Per-plan columns every part of the evaluation reads."""
+
+    def __init__(self, costs, plans: Plans, devices: DeviceTable, links: LinkTable, eff: Efficiency):
+        self.m = dims(costs.net.meta["model"])
+        self.L = int(self.m["n_layers"])
+        self.t = plans.tp.astype(float)
+        self.p = plans.pp.astype(float)
+        self.v = plans.interleave.astype(float)
+        self.mb = plans.accumulation.astype(float)
+        self.b = plans.batch.astype(float)
+        self.dp = np.maximum(plans.workers // np.maximum(plans.tp * plans.pp, 1), 1).astype(float)
+        self.e = plans.ep.astype(float)
+        self.elem = ELEMENT_SIZE[plans.precision]
+        self.sp_div = np.where(plans.sp, self.t, 1.0)
+        intra, net = plans.intra_link, plans.network
+        self.intra_bw, self.intra_lat = links.bandwidth[intra] * eff.link[intra], links.latency[intra]
+        self.net_bw, self.net_lat = links.bandwidth[net] * eff.link[net], links.latency[net]
+        self.per_node = np.minimum(plans.gpus_per_node, plans.workers).astype(float)
+        self.hidden = self.b * self.m["seq_len"] * self.m["d_model"] * self.elem  # one hidden state
+
+
+def _link(c: _Ctx, crosses):
+    return np.where(crosses, c.net_bw, c.intra_bw), np.where(crosses, c.net_lat, c.intra_lat)
+
+
+def _microbatch(c: _Ctx, x: dict, recompute) -> dict:
+    """Seconds per microbatch of a block, the embedding side and the head side."""
+    blk_f = x["blk_f"] + x["rep_f"] / c.sp_div
+    blk_b = x["blk_b"] + x["rep_b"] / c.sp_div
+    rec = np.where(recompute == FULL, blk_f, np.where(recompute == SELECTIVE, x["attn_f"], 0.0))
+    ar = _ring(c.hidden, c.t, c.intra_bw, c.intra_lat)
+    tp_blk = (4.0 + 2.0 * (recompute == FULL)) * ar
+    moe = c.m.get("moe")
+    a2a = np.zeros_like(ar)
+    if moe:
+        bw, lat = _link(c, c.t * c.e > c.per_node)
+        nbytes = c.hidden * moe["top_k"] * (c.e - 1) / c.e
+        a2a = np.where(c.e > 1, (4.0 + 2.0 * (recompute == FULL)) * (nbytes / bw + (c.e - 1) * lat), 0.0)
+    return dict(
+        blk_f=blk_f,
+        blk_b=blk_b + rec,
+        tp_blk=tp_blk,
+        ep_blk=a2a,
+        tp_end=ar,
+        unit=blk_f + blk_b + rec + tp_blk + a2a,
+        emb=x["emb_f"] + x["emb_b"] + ar,
+        head=x["head_f"] + x["head_b"] + ar,
+    )
+
+
+def _pipeline(c: _Ctx, x: dict, u: dict, workers) -> dict:
+    """The binding stage's forward, backward and communication per microbatch, its blocks."""
+    n1, nl, mid = _stages(c.L, c.p, u["unit"], u["emb"], u["head"])
+    one = c.p == 1
+    first = n1 * u["unit"] + u["emb"] + np.where(one, u["head"], 0.0)
+    last = nl * u["unit"] + u["head"]
+    which = np.argmax(np.vstack([first, last, mid * u["unit"]]), axis=0)
+    blocks = np.choose(which, [n1, nl, mid])
+    has_emb = (which == 0).astype(float)
+    has_head = ((which == 1) | one).astype(float)
+    bw, lat = _link(c, workers > c.per_node)
+    p2p = np.where(c.p > 1, 2.0 * c.v * (c.hidden / c.t / bw + lat), 0.0)
+    return dict(
+        blocks=blocks,
+        n=(n1, nl, mid),
+        f=blocks * u["blk_f"] + has_emb * x["emb_f"] + has_head * x["head_f"],
+        b=blocks * u["blk_b"] + has_emb * x["emb_b"] + has_head * x["head_b"],
+        tp=blocks * u["tp_blk"] + (has_emb + has_head) * u["tp_end"],
+        ep=blocks * u["ep_blk"],
+        pp=p2p,
+        kernels=blocks * (x["k_blk"] + x["k_rep"]) + has_emb * x["k_emb"] + has_head * x["k_head"],
+    )
+
+
+def _params(c: _Ctx, x: dict, n) -> tuple:
+    """Parameters on the first, last and a middle stage (per GPU)."""
+    n1, nl, mid = n
+    blk = x["p_blk"] - x["p_exp"] * (1.0 - 1.0 / c.e)
+    one = c.p == 1
+    tied_copy = np.where(one, 0.0, x["p_emb"]) if c.m.get("tied") else 0.0  # Megatron's copy
+    first = n1 * blk + x["p_emb"] + np.where(one, x["p_head"], 0.0)
+    last = np.where(one, first, nl * blk + x["p_head"] + tied_copy)
+    return first, last, mid * blk, blk
+
+
+def _memory(c: _Ctx, plans: Plans, n, params, optimizer: str) -> np.ndarray:
+    """Bytes on the GPU that needs the most (see costs.llm_memory)."""
+    n1, nl, mid = n
+    first_p, last_p, mid_p, blk = params
+    rc = plans.recompute
+    layer = llm_memory.layer_activations(c.m, c.b, c.elem, c.t, plans.sp, rc)
+    work = np.where(rc == FULL, llm_memory.working_layer(c.m, c.b, c.elem, c.t, plans.sp), 0.0)
+    work = work + np.where(plans.zero >= 3, 2.0 * blk * c.elem, 0.0)  # a gathered block + prefetch
+    emb_act = c.hidden / c.sp_div
+    logits = llm_memory.logits_bytes(c.m, c.b, c.t)
+    interleaved = np.where(c.v > 1, 1.0 + (c.p - 1) / (c.p * c.v), 1.0)
+    flight = np.minimum(c.p, c.mb) * interleaved
+
+    per_param = llm_memory.state_bytes(1.0, c.elem, optimizer, plans.zero, c.dp)
+
+    def states(p):
+        return p * per_param
+
+    one = c.p == 1
+    first = states(first_p) + flight * (n1 * layer + emb_act) + work + np.where(one, logits, 0.0)
+    last = states(last_p) + nl * layer + logits + work
+    middle = states(mid_p) + np.minimum(c.p - 1, c.mb) * mid * layer + work
+    return np.maximum(np.maximum(first, np.where(one, first, last)), np.where(c.p > 2, middle, 0.0))
+
+
+def _sync(c: _Ctx, plans: Plans, params, stage: dict, bucket_bytes: float, nics):
+    """(exposed, total) data-parallel communication per step."""
+    p = np.maximum(np.maximum(params[0], params[1]), params[2])
+    g = np.clip(np.floor(c.per_node / c.t), 1.0, c.dp)
+
+    def allreduce(nbytes):
+        return collectives.allreduce(
+            plans.scheme, nbytes, c.dp, g, c.intra_bw, c.intra_lat, c.net_bw, c.net_lat, nics
+        )
+
+    grads, weights = allreduce(GRAD_BYTES * p), allreduce(c.elem * p) / 2.0
+    z = plans.zero
+    per_step = np.select([z == 0, z == 1, z == 2], [grads, grads / 2.0 + weights, weights], 0.0)
+    per_mb = np.select([z == 2, z == 3], [grads / 2.0, grads / 2.0 + 2.0 * weights], 0.0)
+    hidden = overlap.exposed(per_step, stage["b"], GRAD_BYTES * p, bucket_bytes)
+    hidden_mb = overlap.exposed(per_mb, stage["f"] + stage["b"], GRAD_BYTES * p, bucket_bytes)
+    return hidden + c.mb * hidden_mb, per_step + c.mb * per_mb, p
+
+
+def _flops(costs, plans: Plans, c: _Ctx, samples):
+    """(model, hardware) training FLOPs of one step over all GPUs."""
+    whole = shard(costs.net.meta["model"], 1, costs.rules)
+    model = whole.flops[EMBED] + c.L * whole.flops[BLOCK] + whole.flops[HEAD]
+    rc = plans.recompute
+    extra = np.where(
+        rc == FULL, whole.fwd_flops[BLOCK], np.where(rc == SELECTIVE, whole.attention_fwd_flops, 0)
+    )
+    return samples * model, samples * (model + c.L * extra)
+
+
+def evaluate(
+    costs,
+    plans: Plans,
+    devices: DeviceTable,
+    links: LinkTable,
+    efficiency: Efficiency | None = None,
+    options: Options | None = None,
+    loader_rate=None,
+) -> LLMBreakdown:
+    """Score transformer plans with every parallelism (see the module docstring)."""
+    eff = efficiency if efficiency is not None else Efficiency.ideal(devices, links)
+    opt = options if options is not None else Options()
+    n = len(plans)
+    x = {k: np.zeros(n) for k in _PARTS + _KERNELS + _PER_SHARD}
+    for tp in np.unique(plans.tp):
+        _part_times(
+            shard(costs.net.meta["model"], int(tp), costs.rules), devices, eff, plans, plans.tp == tp, x
+        )
+    c = _Ctx(costs, plans, devices, links, eff)
+    u = _microbatch(c, x, plans.recompute)
+    stage = _pipeline(c, x, u, plans.workers)
+    params = _params(c, x, stage["n"])
+    per_mb = stage["f"] + stage["b"] + stage["tp"] + stage["pp"] + stage["ep"]
+    bubble = (c.p - 1.0) / c.v * per_mb
+    sync, sync_total, p_sync = _sync(c, plans, params, stage, opt.bucket_bytes, opt.nics_per_node)
+
+    dev, prec = plans.device, plans.precision
+    own = p_sync / np.where(plans.zero >= 1, c.dp, 1.0)
+    tensors = stage["blocks"] * x["t_blk"] + x["t_emb"] + x["t_head"]
+    upd_kernels = overlap.step_kernels(tensors, opt.optimizer, prec)
+    update = (
+        np.maximum(
+            overlap.step_bytes(own, opt.optimizer, prec) / (devices.mem_bandwidth[dev] * eff.memory[dev]),
+            upd_kernels * eff.kernel_min_s,
+        )
+        * eff.multiplier[dev, prec]
+    )
+    forward, backward = c.mb * stage["f"], c.mb * stage["b"]
+    tp_comm, pp_comm, ep_comm = c.mb * stage["tp"], c.mb * stage["pp"], c.mb * stage["ep"]
+    act_comm = tp_comm + pp_comm + ep_comm
+    gpu = c.mb * per_mb + bubble + update
+    host = (c.mb * stage["kernels"] + upd_kernels) * eff.host_per_kernel_s
+    overhead = np.maximum(host - gpu, 0.0) + eff.iteration_s * c.mb
+    samples = plans.batch * c.dp * plans.accumulation
+    model_flops, hw_flops = _flops(costs, plans, c, samples)
+    return LLMBreakdown(
+        forward,
+        backward,
+        update,
+        sync,
+        act_comm,
+        p_sync,
+        p_sync,
+        np.zeros(n),  # activations are in memory_bytes
+        samples,
+        sync_total,
+        overhead,
+        np.zeros(n),  # token batches load in microseconds: no input-pipeline bound
+        bubble,
+        tp_comm,
+        pp_comm,
+        ep_comm,
+        _memory(c, plans, stage["n"], params, opt.optimizer),
+        model_flops,
+        hw_flops,
+        stage["blocks"],
+    )

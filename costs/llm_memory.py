@@ -1,0 +1,79 @@
+"""Memory per GPU of a transformer plan: model states under ZeRO, and activations.
+
+Model states, bytes per parameter held by a GPU (Rajbhandari et al. 2020, "ZeRO",
+arXiv:1910.02054, §3.1 and §5): mixed precision keeps 16-bit weights (2) and gradients (2),
+fp32 master weights (4) and the optimizer's fp32 states (Adam 8, momentum 4, SGD 0): 16 bytes
+per parameter under Adam; fp32/tf32 training keeps 4 + 4 + the states. ZeRO shards them over
+the ``dp`` GPUs of the data-parallel group: stage 1 the master weights and optimizer states,
+stage 2 also the gradients, stage 3 (FSDP's full sharding) also the weights; stage 3 keeps a
+gathered block and the next one (prefetch) whole.
+
+Activations per transformer layer and microbatch (Korthikanti et al. 2022, "Reducing
+Activation Recomputation in Large Transformer Models", arXiv:2205.05198, §4), generalised to
+grouped-query attention, SwiGLU, flash attention and any element size ``E``; ``s`` sequence,
+``b`` microbatch, ``h`` hidden, ``a`` heads, ``t`` tensor-parallel degree. Kept whole on every
+GPU of the tensor-parallel group (split by ``t`` only with sequence parallelism): the two norm
+inputs (2Esbh), the QKV and MLP inputs (2Esbh) and the dropout masks (2sbh with dropout).
+Split by ``t``: Q and K (E sb (a + kv) hd), V (E sb kv hd), the attention-output input
+(E sbh), the MLP activation input (E sb d_up) and the down-projection input (E sb d_ff), times
+top-k for a mixture of experts; a standard attention kernel also keeps the softmax output
+(E a s^2 b) and, with dropout, its mask and output (a s^2 b + E a s^2 b); flash attention
+keeps the row log-sum-exp (4 a s b) instead. For GPT-3's shapes with E = 2 this is the paper's
+``sbh (10 + 24/t + 5as/(ht))`` (eq. 2), ``sbh (34 + 5as/h) / t`` with sequence parallelism.
+Selective recomputation drops the s^2 terms; full recomputation keeps only each layer's input
+(E sbh, /t with sequence parallelism) plus one layer's activations while it is recomputed.
+The last stage also keeps the fp32 logits (4 s b vocab / t).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NONE, SELECTIVE, FULL = range(3)
+RECOMPUTE = ("none", "selective", "full")
+# fp32 optimizer-state bytes per parameter (master weights excluded)
+STATE_BYTES = {"sgd": 0.0, "momentum": 4.0, "adam": 8.0}
+
+
+def state_bytes(params, elem, optimizer: str, zero, dp) -> np.ndarray:
+    """Bytes of weights, gradients, master weights and optimizer states for ``params``
+    parameters on one GPU, with ZeRO stage ``zero`` over ``dp`` data-parallel GPUs."""
+    elem = np.asarray(elem, dtype=float)
+    dp = np.maximum(np.asarray(dp, dtype=float), 1.0)
+    master = np.where(elem < 4, 4.0, 0.0)
+    weights = np.where(zero >= 3, elem / dp, elem)
+    grads = np.where(zero >= 2, elem / dp, elem)
+    states = (master + STATE_BYTES[optimizer]) / np.where(zero >= 1, dp, 1.0)
+    return params * (weights + grads + states)
+
+
+def layer_activations(m: dict, b, elem, tp, sp, recompute) -> np.ndarray:
+    """Bytes of one transformer layer's stored activations per microbatch on one GPU (see the
+    module docstring); ``m`` is the model description with ``dims`` filled in."""
+    s, h, a, kv, hd = m["seq_len"], m["d_model"], m["n_heads"], m["n_kv_heads"], m["head_dim"]
+    k = m["moe"]["top_k"] if m.get("moe") else 1
+    up = m["d_ff"] * (2 if m["activation"] == "swiglu" else 1)
+    drop = 1.0 if m.get("dropout") else 0.0
+    t = np.asarray(tp, dtype=float)
+    whole_div = np.where(sp, t, 1.0)
+    sb = s * np.asarray(b, dtype=float)
+    whole = sb * (elem * (2 * h + h + k * h) + 2 * drop * h)
+    split = sb * elem * ((a + kv) * hd + kv * hd + a * hd + k * (up + m["d_ff"]))
+    if m.get("attention") == "flash":
+        scores = 4.0 * a * sb
+    else:
+        scores = a * s * sb * (elem + drop * (1 + elem))
+    kept = np.where(recompute >= SELECTIVE, 0.0, scores)
+    full = whole / whole_div + (split + kept) / t
+    inputs = elem * sb * h / whole_div
+    return np.where(recompute == FULL, inputs, full)
+
+
+def working_layer(m: dict, b, elem, tp, sp) -> np.ndarray:
+    """Activations of the one layer being recomputed under full recomputation."""
+    return layer_activations(m, b, elem, tp, sp, NONE)
+
+
+def logits_bytes(m: dict, b, tp) -> np.ndarray:
+    """fp32 logits the loss keeps on the last stage (vocabulary-parallel: vocab / t each)."""
+    return 4.0 * m["seq_len"] * np.asarray(b, dtype=float) * np.ceil(m["vocab"] / np.asarray(tp, dtype=float))

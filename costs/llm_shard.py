@@ -1,0 +1,115 @@
+"""One tensor-parallel shard of a transformer: the per-GPU layers the LLM evaluator sums.
+
+Megatron-LM's tensor parallelism (Shoeybi et al. 2019, arXiv:1909.08053, §3) splits the QKV
+and MLP-up projections by columns and the attention-output and MLP-down projections by rows,
+so each of ``t`` GPUs holds ``n_heads / t`` attention heads, ``d_ff / t`` of the feed-forward
+and ``vocab / t`` of the embedding and LM head (vocabulary-parallel). Key/value heads fewer
+than ``t`` are replicated (one per GPU). Norms, residual adds and dropout are not split: every
+GPU of the group computes them on the whole hidden state, unless sequence parallelism splits
+them along the sequence (Korthikanti et al. 2022, arXiv:2205.05198, §4.2.2).
+
+All ``n_layers`` blocks of a transformer are the same, so the shard is built as a spec with
+one block (:mod:`costs.transformer_spec`), shaped and costed by the same code as any net
+(:mod:`costs.graph`, :mod:`costs.coefficients`, :mod:`costs.roofline`); the evaluator
+multiplies the block by the layers of a pipeline stage. Experts of a mixture of experts stay
+whole in the shard's costs (the tokens a GPU sends its experts equal, on average, the tokens
+it holds, whatever the expert-parallel degree); expert parallelism divides their parameters.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from costs import coefficients, layers, roofline
+from costs.graph import build_net
+from costs.transformer_spec import build_layers
+
+EMBED, BLOCK, HEAD = 0, 1, 2  # the part of the net a shard layer belongs to
+_REPLICATED = ("LayerNorm", "RMSNorm", "Add", "Dropout")  # not split by tensor parallelism
+
+
+def dims(model: dict) -> dict:
+    """The model description with the derived sizes filled in (head_dim, n_kv_heads)."""
+    m = dict(model)
+    m.setdefault("n_kv_heads", m["n_heads"])
+    m.setdefault("head_dim", m["d_model"] // m["n_heads"])
+    return m
+
+
+def shard_model(model: dict, tp: int) -> dict:
+    """The description of one GPU's shard under ``tp``-way tensor parallelism, one block."""
+    m = dims(model)
+    kv = m["n_kv_heads"]
+    m.update(
+        n_layers=1,
+        batch=1,
+        n_heads=max(m["n_heads"] // tp, 1),
+        n_kv_heads=kv // tp if kv % tp == 0 else 1,
+        d_ff=-(-m["d_ff"] // tp),
+        vocab=-(-m["vocab"] // tp),
+    )
+    return m
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Per-GPU layers of one tensor-parallel degree (one block, embedding and head)."""
+
+    tp: int
+    terms: roofline.ModernTerms  # (L, 3) of the one-block shard
+    part: np.ndarray  # (L,) EMBED, BLOCK or HEAD
+    replicated: np.ndarray  # (L,) bool: a block layer tensor parallelism does not split
+    core_attention: np.ndarray  # (L,) bool: standard (non-flash) attention: selective recompute
+    params: np.ndarray  # (3,) parameters per GPU of the embedding side, one block, the head side
+    expert_params: float  # parameters of one block's experts (all of them), per GPU at EP 1
+    flops: np.ndarray  # (3,) training FLOPs per sample of each part (tc + vec), per GPU
+    fwd_flops: np.ndarray  # (3,) forward FLOPs per sample of each part (full recomputation)
+    attention_fwd_flops: float  # forward FLOPs per sample of the core attention (selective)
+
+
+def _part(name: str) -> int:
+    if name.startswith("layer0/"):
+        return BLOCK
+    return EMBED if name in ("data", "embed", "embed_norm", "embed_drop") else HEAD
+
+
+@lru_cache(maxsize=64)
+def _build(model_json: str, tp: int, rules) -> Shard:
+    m = shard_model(json.loads(model_json), tp)
+    net = build_net({"name": f"shard-tp{tp}", "layers": build_layers(m)}, f"shard-tp{tp}", rules)
+    costs = coefficients.build(net, rules)
+    t = roofline.build(net, costs.params)
+    part = np.array([_part(s.name) for s in net.layers])
+    block = part == BLOCK
+    replicated = block & np.array([s.type in _REPLICATED for s in net.layers])
+    core = np.array([s.type == "Attention" and not s.layer.spec.get("flash") for s in net.layers])
+    params = np.array([float(costs.params[part == k].sum()) for k in (EMBED, BLOCK, HEAD)])
+    experts = sum(layers.params(s) - _router(s) for s in net.layers if s.type == "MoE")
+    flops = (t.tc + t.vec).sum(axis=1)
+    fwd = (t.tc + t.vec)[:, 0]
+    return Shard(
+        tp,
+        t,
+        part,
+        replicated,
+        core,
+        params,
+        float(experts),
+        np.array([flops[part == k].sum() for k in (EMBED, BLOCK, HEAD)]),
+        np.array([fwd[part == k].sum() for k in (EMBED, BLOCK, HEAD)]),
+        float(fwd[core].sum()),
+    )
+
+
+def _router(s) -> int:
+    """The router's parameters (d_model x n_experts), the part of a MoE layer EP replicates."""
+    return s.in_shapes[0][1] * int(s.layer.spec["n_experts"])
+
+
+def shard(model: dict, tp: int, rules) -> Shard:
+    """The (cached) shard of a transformer description at tensor-parallel degree ``tp``."""
+    return _build(json.dumps(model, sort_keys=True), int(tp), rules)

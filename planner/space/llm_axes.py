@@ -1,0 +1,259 @@
+"""The model-parallel axes of transformer plans: tensor, sequence, pipeline and expert parallel
+degrees, ZeRO stage, activation recomputation, pipeline interleaving.
+
+They apply to transformer nets under the modern rules (``space.llm`` is the model's
+description); for every other net each has one choice (1, 0, none, off) and the space is the
+data-parallel one. Placement follows Megatron-LM: a tensor-parallel group sits inside a node
+(``tp`` divides the GPUs per node), pipeline and data parallelism span nodes, and
+``GPUs = tp x pp x dp``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from costs.llm_memory import RECOMPUTE
+from planner.errors import BadInput
+from planner.request.parse import parse_int_list
+from planner.space.declare import Axis, Chosen, Field
+
+if TYPE_CHECKING:
+    from planner.request.optimize import Problem
+
+TP_DEFAULT = (1, 2, 4, 8)
+PP_DEFAULT = (1, 2, 4, 8, 16, 32, 64)
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+def _ints(problem: Problem, name: str, default: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The option's integers (checked by the caller), the default for transformers, or None
+    (not a transformer: the axis has one neutral choice)."""
+    text = problem.axis_option(name)
+    if problem.llm is None:
+        if text is not None and parse_int_list(text, f"--{name}") != (1,):
+            raise BadInput(f"--{name} needs a transformer net under the modern rules (--rules modern)")
+        return None
+    return tuple(sorted(set(parse_int_list(text, f"--{name}")))) if text else default
+
+
+def _fits_heads(m: dict, t: int) -> bool:
+    kv = m["n_kv_heads"]
+    return m["n_heads"] % t == 0 and (kv % t == 0 or t % kv == 0)
+
+
+def tp_choices(problem: Problem) -> tuple[int, ...]:
+    """Tensor-parallel degrees: powers of two up to a node that divide the attention heads."""
+    given = problem.axis_option("tp") is not None
+    values = _ints(problem, "tp", TP_DEFAULT)
+    if values is None:
+        return (1,)
+    m, widest = problem.llm, max(i.device.max_per_node for i in problem.devices)
+    for t in values if given else ():
+        if not _fits_heads(m, t):
+            ok = [x for x in range(1, m["n_heads"] + 1) if _fits_heads(m, x) and x <= widest]
+            raise BadInput(
+                f"--tp {t} does not divide the {m['n_heads']} attention heads "
+                f"({m['n_kv_heads']} key/value heads) of {problem.request.net} "
+                f"(valid: {', '.join(map(str, ok))})"
+            )
+        if t > widest:
+            raise BadInput(f"--tp {t} is wider than a node ({widest} GPUs per node at most for these GPUs)")
+    return tuple(t for t in values if _fits_heads(m, t) and t <= widest)
+
+
+def pp_choices(problem: Problem) -> tuple[int, ...]:
+    """Pipeline stages: powers of two up to the transformer layers."""
+    values = _ints(problem, "pp", PP_DEFAULT)
+    if values is None:
+        return (1,)
+    layers = problem.llm["n_layers"]
+    deep = [p for p in values if p > layers]
+    if deep and problem.axis_option("pp") is not None:
+        raise BadInput(f"--pp {deep[0]} is deeper than the {layers} layers of {problem.request.net}")
+    return tuple(p for p in values if p <= layers)
+
+
+def zero_choices(problem: Problem) -> tuple[int, ...]:
+    text = problem.axis_option("zero")
+    if problem.llm is None:
+        if text is not None and text.strip() != "0":
+            raise BadInput("--zero needs a transformer net under the modern rules (--rules modern)")
+        return (0,)
+    if text is None:
+        return ZERO_STAGES
+    try:
+        values = tuple(sorted({int(x) for x in text.split(",")}))
+    except ValueError:
+        values = (-1,)
+    if not values or not set(values) <= set(ZERO_STAGES):
+        raise BadInput(f"--zero '{text}' (valid: comma-separated stages of 0, 1, 2, 3)")
+    return values
+
+
+def recompute_choices(problem: Problem) -> tuple[str, ...]:
+    """none, selective (the core attention; only for standard attention kernels), full."""
+    text = problem.axis_option("recompute")
+    if problem.llm is None:
+        if text is not None and text.strip() != "none":
+            raise BadInput("--recompute needs a transformer net under the modern rules (--rules modern)")
+        return ("none",)
+    flash = problem.llm.get("attention") == "flash"
+    if text is None:
+        return ("none", "full") if flash else RECOMPUTE
+    values = tuple(dict.fromkeys(x.strip() for x in text.split(",")))
+    bad = [v for v in values if v not in RECOMPUTE]
+    if bad or not values:
+        raise BadInput(f"--recompute '{text}' (valid: comma-separated of {', '.join(RECOMPUTE)})")
+    return values
+
+
+def sp_choices(problem: Problem) -> tuple[str, ...]:
+    text = problem.axis_option("sp")
+    if problem.llm is None:
+        return ("off",)
+    if text is None:
+        return ("off", "on")
+    values = tuple(dict.fromkeys(x.strip() for x in text.split(",")))
+    if not values or not set(values) <= {"on", "off"}:
+        raise BadInput(f"--sp '{text}' (valid: on, off, or on,off)")
+    return values
+
+
+def ep_choices(problem: Problem) -> tuple[int, ...]:
+    """Expert-parallel degrees: divisors of the experts (mixture-of-experts nets only)."""
+    moe = problem.llm.get("moe") if problem.llm else None
+    text = problem.axis_option("ep")
+    if moe is None:
+        if text is not None and parse_int_list(text, "--ep") != (1,):
+            raise BadInput("--ep needs a mixture-of-experts transformer (e.g. mixtral-8x7b)")
+        return (1,)
+    n = moe["n_experts"]
+    values = parse_int_list(text, "--ep") if text else tuple(e for e in (1, 2, 4, 8, 16, 32, 64) if e <= n)
+    bad = [e for e in values if n % e]
+    if bad:
+        raise BadInput(f"--ep {bad[0]} does not divide the {n} experts of {problem.request.net}")
+    return tuple(sorted(set(values)))
+
+
+def interleave_choices(problem: Problem) -> tuple[int, ...]:
+    values = _ints(problem, "interleave", (1,))
+    return (1,) if values is None else values
+
+
+def dp(ch: Chosen) -> np.ndarray:
+    """Data-parallel replicas (0 where tp x pp does not divide the GPUs)."""
+    group = ch.value("tp") * ch.value("pp")
+    g = ch.value("gpus")
+    return np.where(g % group == 0, g // group, 0)
+
+
+def tp_valid(ch: Chosen) -> np.ndarray:
+    """A tensor-parallel group fills part of one node: tp divides the GPUs per node."""
+    per_node = ch.value("per_node")
+    t = ch.value("tp")
+    return (per_node % t == 0) & (dp(ch) >= 1)
+
+
+def pp_valid(ch: Chosen) -> np.ndarray:
+    return dp(ch) >= 1
+
+
+def sp_valid(ch: Chosen) -> np.ndarray:
+    return (ch.value("sp") == "off") | (ch.value("tp") > 1)
+
+
+def ep_valid(ch: Chosen) -> np.ndarray:
+    """Experts are spread over data-parallel replicas: ep divides dp."""
+    d = dp(ch)
+    return (d >= 1) & (d % ch.value("ep") == 0)
+
+
+def interleave_valid(ch: Chosen) -> np.ndarray:
+    """Interleaving needs a pipeline whose stages split evenly into the virtual stages."""
+    v, p = ch.value("interleave"), ch.value("pp")
+    layers = ch.space.llm["n_layers"] if ch.space.llm else 1
+    return (v == 1) | ((p > 1) & (layers % np.maximum(p * v, 1) == 0))
+
+
+def recompute_index(ch: Chosen) -> np.ndarray:
+    """The evaluator's recomputation code (costs.llm_memory.RECOMPUTE) of each plan."""
+    return np.array([RECOMPUTE.index(x) for x in ch.space.choices("recompute")])[ch.index("recompute")]
+
+
+def _arg(option: str, key: str, neutral) -> object:
+    """`planner estimate` option reproducing a record's value (nothing when neutral)."""
+    return lambda r: [] if r.get(key, neutral) == neutral else [f"--{option} {r[key]}"]
+
+
+def _value(name: str):
+    return lambda ch, m: ch.value(name)
+
+
+AXES: tuple[Axis, ...] = (
+    Axis(
+        "tp",
+        choices=tp_choices,
+        plan=lambda ch: {"tp": ch.value("tp")},
+        valid=tp_valid,
+        fields=(Field("tp", _value("tp"), "TP"),),
+        estimate_args=_arg("tp", "tp", 1),
+        option="Tensor-parallel degrees to search, e.g. 1,2,4,8 (transformers; default: powers of two "
+        "up to a node that divide the attention heads).",
+    ),
+    Axis(
+        "pp",
+        choices=pp_choices,
+        plan=lambda ch: {"pp": ch.value("pp")},
+        valid=pp_valid,
+        fields=(Field("pp", _value("pp"), "PP"), Field("dp", lambda ch, m: dp(ch), "DP")),
+        estimate_args=_arg("pp", "pp", 1),
+        option="Pipeline-parallel stages to search, e.g. 1,2,4,8 (transformers; default: powers of two "
+        "up to the layers).",
+    ),
+    Axis(
+        "sp",
+        choices=sp_choices,
+        plan=lambda ch: {"sp": ch.value("sp") == "on"},
+        valid=sp_valid,
+        fields=(Field("sp", _value("sp")),),
+        estimate_args=_arg("sp", "sp", "off"),
+        option="Sequence parallelism with tensor parallelism: on, off or on,off (default: both).",
+    ),
+    Axis(
+        "zero",
+        choices=zero_choices,
+        plan=lambda ch: {"zero": ch.value("zero")},
+        fields=(Field("zero", _value("zero"), "ZeRO"),),
+        estimate_args=_arg("zero", "zero", 0),
+        option="ZeRO stages to search, e.g. 0,1,3 (transformers; 3 is FSDP's full sharding; default all).",
+    ),
+    Axis(
+        "recompute",
+        choices=recompute_choices,
+        plan=lambda ch: {"recompute": recompute_index(ch)},
+        fields=(Field("recompute", _value("recompute"), "recompute"),),
+        estimate_args=_arg("recompute", "recompute", "none"),
+        option="Activation recomputation to search: none, selective, full (comma-separated; default all "
+        "that apply).",
+    ),
+    Axis(
+        "ep",
+        choices=ep_choices,
+        plan=lambda ch: {"ep": ch.value("ep")},
+        valid=ep_valid,
+        fields=(Field("ep", _value("ep")),),
+        estimate_args=_arg("ep", "ep", 1),
+        option="Expert-parallel degrees to search (mixture-of-experts nets), e.g. 1,2,4,8.",
+    ),
+    Axis(
+        "interleave",
+        choices=interleave_choices,
+        plan=lambda ch: {"interleave": ch.value("interleave")},
+        valid=interleave_valid,
+        fields=(Field("interleave", _value("interleave")),),
+        estimate_args=_arg("interleave", "interleave", 1),
+        option="Virtual pipeline stages per GPU to search (interleaved 1F1B), e.g. 1,2 (default 1).",
+    ),
+)
