@@ -75,18 +75,7 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         memory_gb=float(m["memory_bytes"][0] / 1e9),
         device_memory_gb=float(m["device_memory_bytes"][0] / 1e9),
     )
-    if "tokens_per_s" in m:  # transformers
-        rec.update(
-            seq_len=int(scorer.costs.net.meta["model"]["seq_len"]),
-            tokens_per_s=float(m["tokens_per_s"][0]),
-            memory_gb_per_gpu=rec["memory_gb"],
-            **{k: float(m[k][0]) for k in ("mfu", "hfu") if k in m},
-            **{
-                f"{k}_ms": float(m[f"{k}_s"][0] * 1e3)
-                for k in ("bubble", "tp_comm", "pp_comm")
-                if f"{k}_s" in m
-            },
-        )
+    rec.update(_transformer_fields(scorer, m))
     vals = scorer.objective_values(m, objectives)[:, 0]
     rec["objective"] = float(vals[0]) if len(vals) == 1 else [float(v) for v in vals]
     cons = scorer.limits.values(m)[:, 0]
