@@ -8,6 +8,7 @@ microseconds become seconds (see the headers of the TOML files for the conventio
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -39,15 +40,8 @@ _DEVICE_KEYS = {
     "sm_source": str,
 }
 _DEVICE_OPTIONAL = {"generation", "tdp_w", "form_factor", "sm_count", "sm_source"}
-_NETWORK_KEYS = {
-    "name": str,
-    "kind": str,
-    "paleo": bool,
-    "bandwidth_gbit_s": (int, float),
-    "latency_us": (int, float),
-    "source": str,
-    "date": str,
-}
+_NETWORK_KEYS = {"name": str, "kind": str, "paleo": bool, "bandwidth_gbit_s": (int, float)}
+_NETWORK_KEYS |= {"latency_us": (int, float), "source": str, "date": str}
 
 
 def configs_dir() -> Path:
@@ -332,8 +326,6 @@ def zoo() -> dict[str, Path]:
 
 def zoo_info() -> dict[str, dict]:
     """Each zoo net's spec as read from its file (name, source, training defaults, layers)."""
-    import json
-
     return {name: json.loads(path.read_text()) for name, path in zoo().items()}
 
 
@@ -343,12 +335,17 @@ def zoo_transformers() -> list[str]:
     return [name for name, spec in zoo_info().items() if "model" in spec]
 
 
+def measurement_nets() -> dict[str, Path]:
+    """Nets that only measured runs name (configs/measurements/nets/); not listed in the zoo."""
+    return {p.stem: p for p in sorted((configs_dir() / "measurements" / "nets").glob("*.json"))}
+
+
 def net_path(name: str) -> Path:
-    """A zoo name (or PALEO alias) or a path to a spec file."""
+    """A zoo name (or PALEO alias), a measurement net's name, or a path to a spec file."""
     nets = zoo()
     key = NET_ALIASES.get(name, name)
-    if key in nets:
-        return nets[key]
+    if key in nets or key in (extra := measurement_nets()):
+        return nets.get(key) or extra[key]
     path = Path(name)
     if path.suffix == ".json" or os.sep in name:
         if not path.is_file():
@@ -359,15 +356,22 @@ def net_path(name: str) -> Path:
     raise CatalogError(f"unknown net '{name}' (valid: {', '.join(nets)}, or a path to a .json spec){also}")
 
 
+def net_spec(name: str) -> dict:
+    """A net's spec file as read (a transformer's ``model`` description included)."""
+    return json.loads(net_path(name).read_text())
+
+
 @lru_cache(maxsize=64)
-def _net(path: str, rules_name: str):
-    from costs import hf_config
+def _net(path: str, rules_name: str, seq_len: int = 0):
+    from costs import hf_config, transformer_spec
     from costs.graph import build_net, load_spec
     from costs.rules import get_rules
 
     spec = load_spec(path)
     if hf_config.is_hf_config(spec):  # a Hugging Face config.json: build its layers
         spec = hf_config.to_spec(spec, Path(path).name)
+    if seq_len and "model" in spec and spec["model"]["seq_len"] != seq_len:  # another sequence length
+        spec = {**spec, "layers": transformer_spec.build_layers({**spec["model"], "seq_len": seq_len})}
     return build_net(spec, Path(path).name, get_rules(rules_name))
 
 
@@ -377,16 +381,17 @@ def load_net(name: str, rules: str):
 
 
 @lru_cache(maxsize=64)
-def _costs(path: str, rules_name: str, algorithm: str):
+def _costs(path: str, rules_name: str, algorithm: str, seq_len: int = 0):
     from costs import coefficients
     from costs.rules import get_rules
 
-    return coefficients.build(_net(path, rules_name), get_rules(rules_name), algorithm)
+    return coefficients.build(_net(path, rules_name, seq_len), get_rules(rules_name), algorithm)
 
 
-def net_costs(name: str, rules: str, algorithm: str = "gemm"):
-    """Per-layer cost coefficients of a net (cached per net, rules and algorithm)."""
-    return _costs(str(net_path(name)), rules, algorithm)
+def net_costs(name: str, rules: str, algorithm: str = "gemm", seq_len: int = 0):
+    """Per-layer cost coefficients of a net (cached per net, rules, algorithm and, for a
+    transformer built from a ``model`` description, the sequence length; 0: the spec's own)."""
+    return _costs(str(net_path(name)), rules, algorithm, seq_len)
 
 
 def profile_data(name: str) -> dict:
