@@ -243,6 +243,6 @@ FITTED = ("cnn.csv",)  # what ``calibrate`` fits by default (the default profile
 
 def shipped(names: tuple[str, ...] = SHIPPED) -> list[Path]:
     """Measurement files shipped in configs/measurements/ that every net of can be read
-    (``pending.csv`` holds runs of nets not in the zoo and is not among them)."""
+    (``pending.csv`` holds runs not usable yet and is not among them)."""
     folder = catalog.configs_dir() / "measurements"
     return [folder / name for name in names if (folder / name).is_file()]
