@@ -146,11 +146,9 @@ def _parallel(row: _Row, gpus: int) -> tuple[int, int]:
 
 def _flops(row: _Row, net: str, metric: str, seq_len: int | None) -> float | None:
     """Model FLOPs per sequence for a ``tflops_per_gpu`` run (None for the other metrics)."""
-    if metric not in ("tflops_per_gpu", "tokens_per_s"):
-        return None
-    if seq_len is None:
+    if metric in ("tflops_per_gpu", "tokens_per_s") and seq_len is None:
         raise row.fail("seq_len", f"metric {metric} needs the sequence length")
-    if metric == "tokens_per_s":
+    if metric != "tflops_per_gpu":
         return None
     counting = row.choice("flops_counting", flops.COUNTINGS, "FLOP counting")
     model = catalog.net_spec(net).get("model")
