@@ -20,7 +20,7 @@ import numpy as np
 
 from costs import calibration as cal
 from planner.calibrate import fitting, measurements
-from planner.calibrate.predict import RunTable
+from planner.calibrate.predict import RunTable, predictable
 from planner.metrics.model import default_profile
 
 
@@ -32,7 +32,7 @@ def line(name: str, logr: np.ndarray) -> None:
 
 
 def main(extra: list[str]) -> None:
-    runs = [r for f in measurements.shipped() for r in measurements.load(f)]
+    runs = [r for f in measurements.shipped(measurements.FITTED) for r in measurements.load(f)]
     table = RunTable(runs, "modern")
     print(f"Shipped measurements: {len(runs)} runs, {len(set(table.sources))} sources")
     line("cited defaults, no fit", np.log(fitting.predict(table) / table.measured))
@@ -54,7 +54,9 @@ def main(extra: list[str]) -> None:
         line(f"two-fold: fitted on {int(fit_on.sum())} runs, predicting the rest", pooled[~fit_on])
     line("two-fold, pooled", pooled)
     for path in extra:
-        other = measurements.load(path)
+        other, skipped = predictable(measurements.load(path))
+        if skipped:
+            print(f"  {path}: {skipped}")
         t = RunTable(other, "modern")
         logr = np.log(fitting.predict(t, default_profile()) / t.measured)
         line(f"{path} (default profile)", logr)

@@ -8,6 +8,7 @@ microseconds become seconds (see the headers of the TOML files for the conventio
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -39,15 +40,8 @@ _DEVICE_KEYS = {
     "sm_source": str,
 }
 _DEVICE_OPTIONAL = {"generation", "tdp_w", "form_factor", "sm_count", "sm_source"}
-_NETWORK_KEYS = {
-    "name": str,
-    "kind": str,
-    "paleo": bool,
-    "bandwidth_gbit_s": (int, float),
-    "latency_us": (int, float),
-    "source": str,
-    "date": str,
-}
+_NETWORK_KEYS = {"name": str, "kind": str, "paleo": bool, "bandwidth_gbit_s": (int, float)}
+_NETWORK_KEYS |= {"latency_us": (int, float), "source": str, "date": str}
 
 
 def configs_dir() -> Path:
@@ -332,8 +326,6 @@ def zoo() -> dict[str, Path]:
 
 def zoo_info() -> dict[str, dict]:
     """Each zoo net's spec as read from its file (name, source, training defaults, layers)."""
-    import json
-
     return {name: json.loads(path.read_text()) for name, path in zoo().items()}
 
 
@@ -343,12 +335,17 @@ def zoo_transformers() -> list[str]:
     return [name for name, spec in zoo_info().items() if "model" in spec]
 
 
+def measurement_nets() -> dict[str, Path]:
+    """Nets that only measured runs name (configs/measurements/nets/); not listed in the zoo."""
+    return {p.stem: p for p in sorted((configs_dir() / "measurements" / "nets").glob("*.json"))}
+
+
 def net_path(name: str) -> Path:
-    """A zoo name (or PALEO alias) or a path to a spec file."""
+    """A zoo name (or PALEO alias), a measurement net's name, or a path to a spec file."""
     nets = zoo()
     key = NET_ALIASES.get(name, name)
-    if key in nets:
-        return nets[key]
+    if key in nets or key in (extra := measurement_nets()):
+        return nets.get(key) or extra[key]
     path = Path(name)
     if path.suffix == ".json" or os.sep in name:
         if not path.is_file():
@@ -357,6 +354,11 @@ def net_path(name: str) -> Path:
     hint = difflib.get_close_matches(name, list(nets), n=1)
     also = f"; did you mean {hint[0]}?" if hint else ""
     raise CatalogError(f"unknown net '{name}' (valid: {', '.join(nets)}, or a path to a .json spec){also}")
+
+
+def net_spec(name: str) -> dict:
+    """A net's spec file as read (a transformer's ``model`` description included)."""
+    return json.loads(net_path(name).read_text())
 
 
 @lru_cache(maxsize=64)
@@ -368,7 +370,7 @@ def _net(path: str, rules_name: str, seq_len: int | None = None):
     spec = load_spec(path)
     if hf_config.is_hf_config(spec):  # a Hugging Face config.json: build its layers
         spec = hf_config.to_spec(spec, Path(path).name)
-    if seq_len is not None:
+    if seq_len:  # None or 0: the spec's own
         from costs.transformer_spec import with_seq_len
 
         spec = with_seq_len(spec, seq_len, Path(path).name)
@@ -376,8 +378,7 @@ def _net(path: str, rules_name: str, seq_len: int | None = None):
 
 
 def load_net(name: str, rules: str, seq_len: int | None = None):
-    """Parse a zoo net or spec file under a rule set (cached); ``seq_len`` rebuilds a
-    transformer at another sequence length."""
+    """Parse a zoo net or spec file under a rule set (cached), a transformer at ``seq_len``."""
     return _net(str(net_path(name)), rules, seq_len)
 
 

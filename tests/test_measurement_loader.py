@@ -67,3 +67,46 @@ def test_bad_files(tmp_path):
         m.load(write(tmp_path, []))
     with pytest.raises(BadInput, match="No such file"):
         m.load(tmp_path / "absent.csv")
+
+
+LLM_HEADER = HEADER + ",seq_len,tp,pp,recompute,flops_counting"
+LLM_GOOD = (
+    "m,megatron-gpt-1.7b,A100_80GB,fp16,32,8,ib_hdr,16,ring,tflops_per_gpu,137,1,2048,1,1,full,megatron-ptdp"
+)
+
+
+def test_model_parallel_and_flop_columns(tmp_path):
+    lines = [
+        LLM_GOOD,
+        "m,gpt3-175b,A100_80GB,fp16,1024,8,ib_hdr,1,ring,tflops_per_gpu,138,192,2048,8,16,full,megatron-ptdp",
+        "t,bert-large,A100_80GB,fp16,8,8,,32,ring,tokens_per_s,81920,4,512,,,,",
+        "t,bert-large,A100_80GB,fp16,16,8,ib_hdr,32,ring,iteration_ms,1000,4,512,2,1,,",
+    ]
+    dp, mp, tokens, two = m.load(write(tmp_path, lines, LLM_HEADER))
+    # 96 s l h^2 (1 + s/6h + V/16lh) FLOPs a sequence (Narayanan et al. 2021 eq. 3)
+    s, n, h, v = 2048, 24, 2304, 51200
+    per_seq = 96 * s * n * h * h * (1 + s / (6 * h) + v / (16 * n * h))
+    assert dp.samples_per_s == pytest.approx(137e12 * 32 / per_seq)
+    assert (dp.tp, dp.pp, dp.recompute, dp.model_parallel) == (1, 1, "full", False)
+    assert (mp.tp, mp.pp, mp.model_parallel) == (8, 16, True)
+    assert tokens.samples_per_s == pytest.approx(81920 / 512) and tokens.flops_per_sample is None
+    # tp 2: 8 data-parallel replicas of 32 sequences, 4 micro-batches, in one second
+    assert two.samples_per_s == pytest.approx(8 * 32 * 4)
+
+
+@pytest.mark.parametrize(
+    ("line", "column", "says"),
+    [
+        (LLM_GOOD.replace(",megatron-ptdp", ","), "flops_counting", "missing value"),
+        (LLM_GOOD.replace(",megatron-ptdp", ",6nd"), "flops_counting", "valid: megatron-core, megatron-ptdp"),
+        (LLM_GOOD.replace(",full,", ",some,"), "recompute", "valid: full, none, selective"),
+        (LLM_GOOD.replace(",1,2048,1,1,", ",1,,1,1,"), "seq_len", "needs the sequence length"),
+        (LLM_GOOD.replace(",1,2048,1,1,", ",1,2048,3,1,"), "pp", "tp x pp = 3"),
+        (LLM_GOOD.replace("megatron-gpt-1.7b", "resnet50"), "net", "needs a transformer net"),
+        (LLM_GOOD.replace("megatron-gpt-1.7b", "llama3-8b"), "flops_counting", "GELU feed-forward of 4"),
+    ],
+)
+def test_bad_llm_row_names_row_and_column(tmp_path, line, column, says):
+    with pytest.raises(BadInput) as err:
+        m.load(write(tmp_path, [LLM_GOOD, line], LLM_HEADER))
+    assert f"row 2, column '{column}'" in str(err.value) and says in str(err.value)

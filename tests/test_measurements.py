@@ -14,7 +14,23 @@ HEADER = (
     "source,net,device,precision,gpus,gpus_per_node,network,batch_per_gpu,scheme,metric,value,"
     "framework,data,seq_len,accumulation,tp,pp,url,date,notes"
 ).split(",")
-CNN_NETS = {"alexnet", "resnet50", "inception_v3", "vgg16", "densenet121", "nin", "overfeat"}
+# llm.csv adds how the run recomputed activations and how its source counts FLOPs
+LLM_HEADER = HEADER[:17] + ["recompute", "flops_counting"] + HEADER[17:]
+HEADERS = {"cnn.csv": HEADER, "transformer.csv": HEADER, "llm.csv": LLM_HEADER, "pending.csv": HEADER}
+CNN_NETS = {"alexnet", "resnet50", "resnet152", "inception_v3", "vgg16", "densenet121", "nin", "overfeat"}
+MEGATRON = {
+    *(f"megatron-gpt-{s}" for s in ("1.7b", "3.6b", "7.5b", "18b", "39b", "76b", "145b", "310b", "530b")),
+    "megatron-1t",
+    *(
+        f"megatron-core-gpt-{s}"
+        for s in ("1.7b", "7.1b", "16b", "32b", "70b", "119b", "177b", "314b", "462b")
+    ),
+}
+FILE_NETS = {
+    "cnn.csv": CNN_NETS,
+    "transformer.csv": {"bert-large"},
+    "llm.csv": MEGATRON | {"gpt3-175b"},
+}
 PENDING_NETS = {
     "resnet101",
     "resnet152",
@@ -61,20 +77,19 @@ def _read(name: str) -> tuple[list[str], list[dict[str, str]]]:
     return header, rows
 
 
-@pytest.mark.parametrize("name", ["cnn.csv", "pending.csv"])
+@pytest.mark.parametrize("name", list(HEADERS))
 def test_header_exact(name: str) -> None:
     header, rows = _read(name)
-    assert header == HEADER
+    assert header == HEADERS[name]
     assert rows
 
 
-@pytest.mark.parametrize("name,nets", [("cnn.csv", CNN_NETS), ("pending.csv", PENDING_NETS)])
+@pytest.mark.parametrize("name,nets", [*FILE_NETS.items(), ("pending.csv", PENDING_NETS)])
 def test_rows_valid(name: str, nets: set[str]) -> None:
     _, rows = _read(name)
     for i, r in enumerate(rows, start=2):
         where = f"{name}:{i}"
-        net_ok = r["net"] in nets or (name == "pending.csv" and r["net"].startswith("megatron-"))
-        assert net_ok, f"{where} net {r['net']}"
+        assert r["net"] in nets, f"{where} net {r['net']}"
         dev = r["device"]
         assert dev in DEVICES or EXTRA_DEVICE.match(dev), f"{where} device {dev}"
         if dev not in DEVICES:
@@ -106,11 +121,11 @@ def test_rows_valid(name: str, nets: set[str]) -> None:
             assert int(r["seq_len"]) > 0, where
 
 
-@pytest.mark.parametrize("name", ["cnn.csv", "pending.csv"])
+@pytest.mark.parametrize("name", list(HEADERS))
 def test_no_duplicate_runs(name: str) -> None:
-    _, rows = _read(name)
+    header, rows = _read(name)
     keys = [
-        tuple(r[c] for c in HEADER if c not in {"value", "notes", "url", "date", "framework"}) for r in rows
+        tuple(r[c] for c in header if c not in {"value", "notes", "url", "date", "framework"}) for r in rows
     ]
     dup = {k for k in keys if keys.count(k) > 1}
     assert not dup, dup
@@ -154,4 +169,49 @@ def test_known_values() -> None:
     assert value(source="nvidia-dle-rn50-pyt-a100", precision="fp16", gpus="1") == 2470
     assert (
         value(source="tf-benchmarks-2017-aws-k80-dist", net="resnet50", gpus="64", batch_per_gpu="64") == 2744
+    )
+    # the same TF benchmarks page: ResNet-152, 8 P100, synthetic data, batch 64 -> 716 images/s
+    assert (
+        value(
+            source="tf-benchmarks-2017-dgx1-p100",
+            net="resnet152",
+            gpus="8",
+            batch_per_gpu="64",
+            data="synthetic",
+        )
+        == 716
+    )
+
+
+def test_known_transformer_values() -> None:
+    """Spot checks: DLE BERT PyTorch DGX A100 pre-training table (8 GPUs, seq 128, mixed precision:
+    4591 sequences/s); Megatron-LM README 2021 (1T on 3072 A100: 163 teraFLOP/s per GPU) and its
+    GPT-3 175B example (138 teraFLOP/s per GPU on 1024 A100)."""
+    _, bert = _read("transformer.csv")
+    _, llm = _read("llm.csv")
+
+    def one(rows, **kw: str) -> dict:
+        hits = [r for r in rows if all(r[k] == v for k, v in kw.items())]
+        assert len(hits) == 1, kw
+        return hits[0]
+
+    assert (
+        one(bert, source="nvidia-dle-bert-pyt-a100", precision="fp16", gpus="8", seq_len="128")["value"]
+        == "4591"
+    )
+    t1 = one(llm, net="megatron-1t")
+    assert (t1["value"], t1["gpus"], t1["tp"], t1["pp"], t1["recompute"]) == (
+        "163",
+        "3072",
+        "8",
+        "64",
+        "full",
+    )
+    g3 = one(llm, net="gpt3-175b")
+    assert (g3["value"], g3["gpus"], g3["tp"], g3["pp"], g3["batch_per_gpu"]) == (
+        "138",
+        "1024",
+        "8",
+        "16",
+        "1",
     )

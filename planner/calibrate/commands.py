@@ -14,7 +14,7 @@ import numpy as np
 from costs import calibration as cal
 from planner.calibrate import measurements, profile, report
 from planner.calibrate.fitting import Calibration, calibrate, predict
-from planner.calibrate.predict import RunTable
+from planner.calibrate.predict import RunTable, predictable
 from planner.errors import BadInput
 from planner.report import render
 
@@ -31,13 +31,18 @@ def _display(path: str) -> str:
     return Path(path).name
 
 
-def _read_runs(files: list[str]) -> list[measurements.Run]:
+def _read_runs(files: list[str], default=measurements.SHIPPED) -> tuple[list[measurements.Run], str]:
+    """The predictable runs of ``files`` (none: the shipped ``default`` files) and a note on those
+    skipped."""
     if not files:
-        files = [str(p) for p in measurements.shipped()]
+        files = [str(p) for p in measurements.shipped(default)]
     runs: list[measurements.Run] = []
     for f in files:
         runs += measurements.load(f)
-    return runs
+    kept, note = predictable(runs)
+    if not kept:
+        raise BadInput(f"no run to predict ({note})")
+    return kept, note
 
 
 def _fit_table(c: Calibration) -> list[str]:
@@ -56,7 +61,7 @@ class CalibrateOutput:
 
 def run_calibrate(files: list[str], loso: bool = True) -> CalibrateOutput:
     """Fit a profile to the runs of ``files`` and describe the fit and its held-out error."""
-    runs = _read_runs(files)
+    runs, skipped = _read_runs(files, measurements.FITTED)
     c = calibrate(runs, [_display(f) for f in files] or ["configs/measurements/cnn.csv"], loso=loso)
     m = c.profile.meta
     inside = cal.summary(c.fit.log_residuals)
@@ -83,6 +88,8 @@ def run_calibrate(files: list[str], loso: bool = True) -> CalibrateOutput:
     missing = m["not_identified"]
     if missing:
         lines += ["", f"Not identified by these runs (kept near the defaults): {', '.join(missing)}"]
+    if skipped:
+        lines += ["", f"Note: {skipped}."]
     return CalibrateOutput("\n".join(lines) + "\n", profile.to_toml(c.profile))
 
 
@@ -94,7 +101,7 @@ class ValidateOutput:
 
 def run_validate(files: list[str], calibration: str | None) -> ValidateOutput:
     """Error of a profile (default: the shipped one) on measured runs (default: the shipped ones)."""
-    runs = _read_runs(files)
+    runs, skipped = _read_runs(files)
     prof = load_profile(calibration)
     table = RunTable(runs, "modern")
     pred = predict(table, prof)
@@ -114,6 +121,8 @@ def run_validate(files: list[str], calibration: str | None) -> ValidateOutput:
             if held
             else "."
         )
+    if skipped:
+        note = f"Note: {skipped}." + (f"\n{note}" if note else "")
     text = report.render_text(data) + (f"\n{note}\n" if note else "")
     files_out = {
         "report.html": report.render_html(data),

@@ -2,11 +2,16 @@
 
 One row is one measured run. Required columns (configs/measurements/README.md defines them):
 ``source,net,device,precision,gpus,gpus_per_node,network,batch_per_gpu,scheme,metric,value``.
-Optional: ``accumulation`` (microbatches per optimizer step, default 1), ``seq_len``, ``url``,
-``date``, ``notes`` and anything else (kept, not read).
+Optional: ``accumulation`` (microbatches per optimizer step, default 1), ``seq_len``, ``tp`` and
+``pp`` (tensor- and pipeline-parallel sizes, default 1), ``recompute`` (activation recomputation:
+``none``, ``selective``, ``full``; empty when not stated), ``flops_counting`` (see
+:mod:`planner.calibrate.flops`), ``url``, ``date``, ``notes`` and anything else (kept, not read).
 
-``metric`` is ``samples_per_s`` (all GPUs together) or ``iteration_ms`` (forward + backward +
-update, one optimizer step). A bad row is one error naming the file, the row (1-based, header
+``metric`` is ``samples_per_s`` (all GPUs together; a transformer's sample is one sequence),
+``iteration_ms`` (forward + backward + update, one optimizer step), ``tokens_per_s`` (all GPUs;
+needs ``seq_len``) or ``tflops_per_gpu`` (model teraFLOP/s per GPU as the source counts them; needs
+``seq_len``, ``flops_counting`` and a net with a transformer ``model`` description). Every metric
+is read as samples per second. A bad row is one error naming the file, the row (1-based, header
 excluded) and the column, and nothing is read.
 """
 
@@ -20,6 +25,7 @@ from pathlib import Path
 from costs import comm
 from costs.hardware import PRECISIONS
 from planner import catalog
+from planner.calibrate import flops
 from planner.errors import BadInput, PlannerError
 
 REQUIRED = (
@@ -35,7 +41,8 @@ REQUIRED = (
     "metric",
     "value",
 )
-METRICS = ("samples_per_s", "iteration_ms")
+METRICS = ("samples_per_s", "iteration_ms", "tokens_per_s", "tflops_per_gpu")
+RECOMPUTE = ("", "none", "selective", "full")
 # Scheme names as published runs state them, mapped to the AllReduce registry. An empty scheme
 # (one GPU, or not stated) and "nccl"/"horovod" mean NCCL's ring; a parameter server sends every
 # gradient to one place and back, which is PALEO's one-to-all.
@@ -60,13 +67,27 @@ class Run:
     value: float
     accumulation: int = 1
     seq_len: int | None = None
+    tp: int = 1  # tensor-parallel size
+    pp: int = 1  # pipeline-parallel size
+    recompute: str = ""  # activation recomputation as the source states it; "" when it does not
+    flops_per_sample: float | None = None  # model FLOPs per sequence as the source counts them
+
+    @property
+    def model_parallel(self) -> bool:
+        """Whether the run splits the model (tensor or pipeline parallelism)."""
+        return self.tp * self.pp > 1
 
     @property
     def samples_per_s(self) -> float:
         """The measured throughput, whatever the metric: samples per second, all GPUs."""
         if self.metric == "samples_per_s":
             return self.value
-        samples = self.batch_per_gpu * self.gpus * self.accumulation
+        if self.metric == "tokens_per_s":
+            return self.value / self.seq_len
+        if self.metric == "tflops_per_gpu":
+            return self.value * 1e12 * self.gpus / self.flops_per_sample
+        replicas = self.gpus // (self.tp * self.pp)
+        samples = self.batch_per_gpu * replicas * self.accumulation
         return samples / (self.value / 1e3)
 
 
@@ -110,8 +131,33 @@ class _Row:
     def choice(self, column: str, valid, what: str, allow_empty: bool = False) -> str:
         value = self.text(column, allow_empty=allow_empty)
         if value not in valid:
-            raise self.fail(column, f"unknown {what} '{value}' (valid: {', '.join(sorted(valid))})")
+            raise self.fail(
+                column, f"unknown {what} '{value}' (valid: {', '.join(sorted(v for v in valid if v))})"
+            )
         return value
+
+
+def _parallel(row: _Row, gpus: int) -> tuple[int, int]:
+    tp, pp = row.integer("tp", default=1), row.integer("pp", default=1)
+    if gpus % (tp * pp):
+        raise row.fail("pp", f"{gpus} GPUs are not a whole number of tp x pp = {tp * pp} groups")
+    return tp, pp
+
+
+def _flops(row: _Row, net: str, metric: str, seq_len: int | None) -> float | None:
+    """Model FLOPs per sequence for a ``tflops_per_gpu`` run (None for the other metrics)."""
+    if metric in ("tflops_per_gpu", "tokens_per_s") and seq_len is None:
+        raise row.fail("seq_len", f"metric {metric} needs the sequence length")
+    if metric != "tflops_per_gpu":
+        return None
+    counting = row.choice("flops_counting", flops.COUNTINGS, "FLOP counting")
+    model = catalog.net_spec(net).get("model")
+    if model is None:
+        raise row.fail("net", f"metric {metric} needs a transformer net with a 'model' description")
+    try:
+        return flops.per_sequence(counting, model, seq_len)
+    except ValueError as exc:
+        raise row.fail("flops_counting", str(exc)) from None
 
 
 def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
@@ -139,6 +185,9 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         valid = sorted(set(comm.SCHEMES) | set(SCHEME_ALIASES) - {""})
         raise row.fail("scheme", f"unknown scheme '{scheme}' (valid: {', '.join(valid)})")
     intra = devices[device].device.intra_link
+    metric = row.choice("metric", METRICS, "metric")
+    seq_len = row.integer("seq_len", default=None) if "seq_len" in row.data else None
+    tp, pp = _parallel(row, gpus)
     return Run(
         row=row.index,
         source=row.text("source"),
@@ -150,10 +199,14 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         network=network or intra or "pcie3",
         batch_per_gpu=row.integer("batch_per_gpu"),
         scheme=scheme,
-        metric=row.choice("metric", METRICS, "metric"),
+        metric=metric,
         value=row.positive("value"),
         accumulation=row.integer("accumulation", default=1),
-        seq_len=row.integer("seq_len", default=None) if "seq_len" in row.data else None,
+        seq_len=seq_len,
+        tp=tp,
+        pp=pp,
+        recompute=row.choice("recompute", RECOMPUTE, "recompute policy", allow_empty=True),
+        flops_per_sample=_flops(row, net, metric, seq_len),
     )
 
 
@@ -176,13 +229,18 @@ def load(path: str | Path) -> list[Run]:
         raise BadInput(f"{name}: not a UTF-8 text file") from None
     if not rows:
         raise BadInput(f"{name}: no measured runs (only a header)")
-    nets = set(catalog.zoo()) | set(catalog.NET_ALIASES)
+    nets = set(catalog.zoo()) | set(catalog.NET_ALIASES) | set(catalog.measurement_nets())
     devices = catalog.devices()
     networks = catalog.networks()
     return [_parse(_Row(name, i, r), nets, devices, networks) for i, r in enumerate(rows, start=1)]
 
 
-def shipped() -> list[Path]:
-    """The measurement files shipped in configs/measurements/ that every net of can be read."""
+SHIPPED = ("cnn.csv", "transformer.csv", "llm.csv")  # what ``validate`` checks by default
+FITTED = ("cnn.csv",)  # what ``calibrate`` fits by default (the default profile's runs)
+
+
+def shipped(names: tuple[str, ...] = SHIPPED) -> list[Path]:
+    """Measurement files shipped in configs/measurements/ that every net of can be read
+    (``pending.csv`` holds runs not usable yet and is not among them)."""
     folder = catalog.configs_dir() / "measurements"
-    return [folder / "cnn.csv"] if (folder / "cnn.csv").is_file() else []
+    return [folder / name for name in names if (folder / name).is_file()]

@@ -2,8 +2,10 @@
 
 Each run becomes one data-parallel plan (its device, precision, GPUs, GPUs per node, batch per
 GPU, scheme, gradient accumulation, the device's own link inside a node and the run's network
-between nodes). :class:`RunTable` does the per-run work once (catalog look-ups, net costs, plan
-columns), so a calibration can re-score every run for each trial parameter vector cheaply.
+between nodes); a transformer is costed at the run's sequence length. :class:`RunTable` does the
+per-run work once (catalog look-ups, net costs, plan columns), so a calibration can re-score every
+run for each trial parameter vector cheaply. Runs split by tensor or pipeline parallelism are set
+aside by :func:`predictable` until the evaluator models them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,17 @@ from planner.calibrate.measurements import Run
 
 # (net costs, plans, devices, links) -> Breakdown; the rule set's evaluator with its parameters
 Evaluate = Callable[..., Breakdown]
+
+
+def predictable(runs: Sequence[Run]) -> tuple[list[Run], str]:
+    """The runs the evaluator can predict, and a one-line note on those it cannot ('' if none).
+
+    The evaluator models data parallelism only: runs with tp x pp > 1 are skipped here, the one
+    place to change when the model-parallel evaluator lands."""
+    kept = [r for r in runs if not r.model_parallel]
+    skipped = len(runs) - len(kept)
+    note = f"{skipped} model-parallel runs skipped: the evaluator does not model TP/PP yet" if skipped else ""
+    return kept, note
 
 
 @dataclass(frozen=True)
@@ -44,9 +57,9 @@ class RunTable:
         self.measured = np.array([r.samples_per_s for r in self.runs], dtype=float)
         self.sources = tuple(r.source for r in self.runs)
         groups = []
-        for net in dict.fromkeys(r.net for r in self.runs):
-            rows = np.array([i for i, r in enumerate(self.runs) if r.net == net])
-            costs = catalog.net_costs(net, rules, algorithm)
+        for net, seq in dict.fromkeys((r.net, r.seq_len or 0) for r in self.runs):
+            rows = np.array([i for i, r in enumerate(self.runs) if (r.net, r.seq_len or 0) == (net, seq)])
+            costs = catalog.net_costs(net, rules, algorithm, seq)
             groups.append(_NetGroup(rows, costs, self._plans(costs, [self.runs[i] for i in rows])))
         self.groups = tuple(groups)
 

@@ -49,7 +49,8 @@ def validate(
     measurements: Annotated[
         list[str] | None,
         typer.Argument(
-            help="CSV file(s) of measured runs (default: the shipped configs/measurements/cnn.csv)."
+            help="CSV file(s) of measured runs (default: the shipped cnn.csv, transformer.csv and llm.csv "
+            "of configs/measurements/)."
         ),
     ] = None,
     calibration: Annotated[
