@@ -138,18 +138,10 @@ def test_pipeline_stages_cover_every_layer():
                 assert n1[0] + nl[0] + mid[0] * (p - 2) - L < max(p - 2, 1)
 
 
-def _megatron_tflops(m: dict, batch: int, step_s: float, gpus: int, vocab: int = 51200) -> float:
-    """Narayanan et al. 2021 §5.1, eq. 3 with recomputation: 96 B s l h^2 (1 + s/6h + V/16lh)
-    FLOPs per step, per GPU per second (Megatron pads GPT-3's vocabulary to 51,200)."""
-    s, layers, h = m["seq_len"], m["n_layers"], m["d_model"]
-    flops = 96 * batch * s * layers * h * h * (1 + s / (6 * h) + vocab / (16 * layers * h))
-    return flops / step_s / gpus / 1e12
-
-
-def test_megatron_gpt3_175b_on_1024_a100s():
-    """Narayanan et al. 2021 (arXiv:2104.04473) Table 1: GPT-3 175B, TP 8, PP 16, 1,024 A100s,
-    batch 1,536, sequence 2,048, full recomputation: 140 TFLOP/s per GPU (44% of peak). The
-    shipped calibration predicts it within 15% (README: LLM reproduction)."""
+def test_megatron_gpt3_175b_plan_fits_and_its_bubble_is_15_of_192():
+    """Megatron-LM's GPT-3 175B run (TP 8, PP 16, 1,024 A100s, batch 1,536 of 2,048 tokens,
+    microbatch 1, full recomputation) fits in 80 GB, and its 1F1B bubble is 15 of the 192
+    microbatch times (its throughput against the published one: test_measurements_llm.py)."""
     from planner.estimate.estimate import estimate
     from planner.request.estimate import EstimateRequest
 
@@ -169,9 +161,7 @@ def test_megatron_gpt3_175b_on_1024_a100s():
             recompute="full",
         )
     )[0]
-    tflops = _megatron_tflops(_gpt3_dims(), 1536, rec["total_ms"] / 1e3, 1024)
-    assert abs(tflops / 140 - 1) <= 0.15, tflops
-    assert rec["fits_memory"]
+    assert rec["fits_memory"] and rec["accumulation"] == 192 and rec["dp"] == 8
     assert rec["bubble_ms"] == pytest.approx(15 / 192 * (rec["total_ms"] - rec["bubble_ms"]), rel=0.05)
 
 

@@ -4,8 +4,8 @@ Each run becomes one data-parallel plan (its device, precision, GPUs, GPUs per n
 GPU, scheme, gradient accumulation, the device's own link inside a node and the run's network
 between nodes); a transformer is costed at the run's sequence length. :class:`RunTable` does the
 per-run work once (catalog look-ups, net costs, plan columns), so a calibration can re-score every
-run for each trial parameter vector cheaply. Runs split by tensor or pipeline parallelism are set
-aside by :func:`predictable` until the evaluator models them.
+run for each trial parameter vector cheaply. Runs split by tensor or pipeline parallelism become
+plans of the LLM evaluator (modern rules); :func:`predictable` sets them aside under PALEO's.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import numpy as np
 from costs import comm
 from costs.hardware import PRECISIONS
 from costs.model import Breakdown, Plans, plans
+from costs.llm_memory import RECOMPUTE
+from costs.rules import get_rules
 from planner import catalog
 from planner.calibrate.measurements import Run
 
@@ -25,14 +27,14 @@ from planner.calibrate.measurements import Run
 Evaluate = Callable[..., Breakdown]
 
 
-def predictable(runs: Sequence[Run]) -> tuple[list[Run], str]:
-    """The runs the evaluator can predict, and a one-line note on those it cannot ('' if none).
-
-    The evaluator models data parallelism only: runs with tp x pp > 1 are skipped here, the one
-    place to change when the model-parallel evaluator lands."""
+def predictable(runs: Sequence[Run], rules: str = "modern") -> tuple[list[Run], str]:
+    """The runs the rule set can predict, and a one-line note on those it cannot ('' if none):
+    tensor and pipeline parallelism are modelled by the modern rules only (costs.llm)."""
+    if get_rules(rules).modern:
+        return list(runs), ""
     kept = [r for r in runs if not r.model_parallel]
     skipped = len(runs) - len(kept)
-    note = f"{skipped} model-parallel runs skipped: the evaluator does not model TP/PP yet" if skipped else ""
+    note = f"{skipped} model-parallel runs skipped: rules {rules} do not model TP/PP" if skipped else ""
     return kept, note
 
 
@@ -80,6 +82,9 @@ class RunTable:
             intra_link=col(lambda r: self.link_keys.index(self._intra(r.device))),
             precision=col(lambda r: PRECISIONS.index(r.precision)),
             accumulation=col(lambda r: r.accumulation),
+            tp=col(lambda r: r.tp),
+            pp=col(lambda r: r.pp),
+            recompute=col(lambda r: RECOMPUTE.index(r.recompute or "none")),
         )
 
     def __len__(self) -> int:
