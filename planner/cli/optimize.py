@@ -212,6 +212,9 @@ def pareto(**opts) -> None:
         ("cost_usd", "cost $"),
         ("kind", "bound by"),
     ]
+    if data["front"] and "tp" in data["front"][0] and "tokens_per_s" in data["front"][0]:
+        cols[4:4] = [("tp", "TP"), ("pp", "PP"), ("dp", "DP"), ("zero", "ZeRO"), ("recompute", "recompute")]
+        cols[-1:-1] = [("tokens_per_s", "tokens/s"), ("mfu", "MFU")]
     typer.echo(
         f"Pareto front of {req.net}: {len(data['front'])} plans "
         f"({data['evaluated']:,} evaluated, {data['feasible']:,} feasible)"

@@ -184,6 +184,17 @@ TABLE = [
 ]
 
 
+_LLM_TABLE = [("tp", "TP"), ("pp", "PP"), ("dp", "DP"), ("zero", "ZeRO"), ("recompute", "recompute")]
+
+
+def table_columns(front: list[dict]) -> list[tuple[str, str]]:
+    """The front table's columns; a transformer's adds its parallel degrees and tokens/s."""
+    if not front or "tokens_per_s" not in front[0]:
+        return TABLE
+    at = [k for k, _ in TABLE].index("scheme") + 1
+    return [*TABLE[:at], *_LLM_TABLE, *TABLE[at:-2], ("tokens_per_s", "tokens/s"), ("mfu", "MFU"), *TABLE[-2:]]
+
+
 def _cell(p: dict, key: str) -> str:
     v = p.get(key)
     if isinstance(v, float):
@@ -265,9 +276,10 @@ def _model_note(data: dict) -> str:
 def render_html(data: dict) -> str:
     """One self-contained HTML file: inline CSS and SVG, no script, no external request."""
     f = data["front"]
-    head = "".join(f"<th>{escape(h)}</th>" for _, h in TABLE)
+    table = table_columns(data["front"])
+    head = "".join(f"<th>{escape(h)}</th>" for _, h in table)
     rows = "".join(
-        "<tr class='front-row'>" + "".join(f"<td>{escape(_cell(p, k))}</td>" for k, _ in TABLE) + "</tr>"
+        "<tr class='front-row'>" + "".join(f"<td>{escape(_cell(p, k))}</td>" for k, _ in table) + "</tr>"
         for p in f
     )
     why = "".join(f"<li>{escape(p['why'])}</li>" for p in f)
@@ -322,9 +334,10 @@ def render_markdown(data: dict, chart_dir: str = "charts") -> str:
     ]
     lines += [f"- {p['why']}" for p in f]
     lines += ["", "## The front", ""]
-    lines.append("| " + " | ".join(h for _, h in TABLE) + " |")
-    lines.append("|" + "---|" * len(TABLE))
-    lines += ["| " + " | ".join(_cell(p, k).replace("|", "/") for k, _ in TABLE) + " |" for p in f]
+    table = table_columns(f)
+    lines.append("| " + " | ".join(h for _, h in table) + " |")
+    lines.append("|" + "---|" * len(table))
+    lines += ["| " + " | ".join(_cell(p, k).replace("|", "/") for k, _ in table) + " |" for p in f]
     lines += [
         "",
         "## Where the time goes",
