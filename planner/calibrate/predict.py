@@ -17,8 +17,8 @@ import numpy as np
 
 from costs import comm
 from costs.hardware import PRECISIONS
-from costs.model import Breakdown, Plans, plans
 from costs.llm_memory import RECOMPUTE
+from costs.model import Breakdown, Plans, plans
 from costs.rules import get_rules
 from planner import catalog
 from planner.calibrate.measurements import Run

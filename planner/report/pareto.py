@@ -192,7 +192,14 @@ def table_columns(front: list[dict]) -> list[tuple[str, str]]:
     if not front or "tokens_per_s" not in front[0]:
         return TABLE
     at = [k for k, _ in TABLE].index("scheme") + 1
-    return [*TABLE[:at], *_LLM_TABLE, *TABLE[at:-2], ("tokens_per_s", "tokens/s"), ("mfu", "MFU"), *TABLE[-2:]]
+    return [
+        *TABLE[:at],
+        *_LLM_TABLE,
+        *TABLE[at:-2],
+        ("tokens_per_s", "tokens/s"),
+        ("mfu", "MFU"),
+        *TABLE[-2:],
+    ]
 
 
 def _cell(p: dict, key: str) -> str:

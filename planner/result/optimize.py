@@ -104,7 +104,11 @@ def result(out: Outcome, req: OptimizeRequest) -> Result:
     tornado = sensitivity(out.scorer, pool.cols, best_i)
     if tornado is not None:
         best["sensitivity"] = tornado
-    constraints = {**out.scorer.limits.summary(), "optimizer": out.scorer.optimizer, "binding": best["binding"]}
+    constraints = {
+        **out.scorer.limits.summary(),
+        "optimizer": out.scorer.optimizer,
+        "binding": best["binding"],
+    }
     return Result(
         req.net,
         out.objectives,
