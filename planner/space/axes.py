@@ -30,7 +30,7 @@ from costs.hardware import PRECISIONS
 from planner.errors import BadInput, UnsupportedError
 from planner.request.parse import parse_int_list
 from planner.space import llm_axes
-from planner.space.declare import Axis, Chosen, Field
+from planner.space.declare import PER_NODE, Axis, Chosen, Field
 
 if TYPE_CHECKING:
     from planner.request.optimize import Problem
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 DEFAULT_GPU_BUDGET = 64  # GPU axis cap when only money or a deadline bounds the search
 BATCHES = tuple(2**i for i in range(12))  # 1 .. 2048 samples per GPU
 MICROBATCHES = (1, 2, 4, 8, 16, 32)  # sequences per GPU per microbatch (transformers)
-PER_NODE = (1, 2, 4, 8)
 
 
 def gpu_counts(max_gpus: int) -> tuple[int, ...]:
@@ -202,6 +201,7 @@ AXES: tuple[Axis, ...] = (
         plan=lambda ch: {"batch": _batch(ch)},
         fields=(
             Field("batch_per_worker", lambda ch, m: m["batch_per_worker"], "batch/GPU"),
+            Field("microbatch", lambda ch, m: m["batch_per_worker"]),
             Field("global_batch", lambda ch, m: m["global_batch"]),
         ),
         estimate_args=lambda r: [f"--batch {r['batch_per_worker']}", "--scaling weak"],

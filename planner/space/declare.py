@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+PER_NODE = (1, 2, 4, 8)  # GPUs per node the search tries
+
 if TYPE_CHECKING:
     from planner.request.optimize import Problem
     from planner.space.space import Space

@@ -17,7 +17,7 @@ import numpy as np
 from costs.llm_memory import RECOMPUTE
 from planner.errors import BadInput
 from planner.request.parse import parse_int_list
-from planner.space.declare import Axis, Chosen, Field
+from planner.space.declare import PER_NODE, Axis, Chosen, Field
 
 if TYPE_CHECKING:
     from planner.request.optimize import Problem
@@ -49,7 +49,8 @@ def tp_choices(problem: Problem) -> tuple[int, ...]:
     values = _ints(problem, "tp", TP_DEFAULT)
     if values is None:
         return (1,)
-    m, widest = problem.llm, max(i.device.max_per_node for i in problem.devices)
+    m = problem.llm
+    widest = min(max(i.device.max_per_node for i in problem.devices), max(PER_NODE))
     for t in values if given else ():
         if not _fits_heads(m, t):
             ok = [x for x in range(1, m["n_heads"] + 1) if _fits_heads(m, x) and x <= widest]

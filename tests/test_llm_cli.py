@@ -1,0 +1,129 @@
+"""The transformer options of the CLI: bad degrees get one line and exit 2, the explicit
+`estimate` form of issue 12, JSON records of `optimize`, and a sweep over a transformer."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from planner.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (
+            ["optimize", "llama3-8b", "--budget", "16gpus", "--tp", "3"],
+            "--tp 3 does not divide the 32 attention heads",
+        ),
+        (["optimize", "llama3-8b", "--budget", "64gpus", "--tp", "16"], "--tp 16 is wider than a node"),
+        (
+            ["optimize", "llama3-8b", "--budget", "64gpus", "--pp", "64"],
+            "--pp 64 is deeper than the 32 layers",
+        ),
+        (["optimize", "llama3-8b", "--budget", "16gpus", "--zero", "4"], "--zero '4' (valid"),
+        (["optimize", "llama3-8b", "--budget", "16gpus", "--recompute", "half"], "--recompute 'half' (valid"),
+        (["optimize", "alexnet", "--budget", "16gpus", "--tp", "2"], "--tp needs a transformer net"),
+        (["optimize", "llama3-8b", "--budget", "16gpus", "--ep", "2"], "--ep needs a mixture-of-experts"),
+        (
+            ["estimate", "llama3-8b", "--tp", "3", "--workers", "3", "--gpus-per-node", "3"],
+            "--tp 3 does not divide",
+        ),
+        (
+            ["estimate", "llama3-8b", "--tp", "16", "--workers", "16", "--gpus-per-node", "8"],
+            "--tp 16 is wider than a node",
+        ),
+        (
+            ["estimate", "llama3-70b", "--pp", "128", "--workers", "128"],
+            "--pp 128 is deeper than the 80 layers",
+        ),
+        (
+            ["estimate", "llama3-8b", "--tp", "2", "--workers", "3", "--gpus-per-node", "2"],
+            "--workers 3 is not a multiple",
+        ),
+        (
+            ["estimate", "llama3-8b", "--global-batch", "100", "--microbatch", "3", "--workers", "8"],
+            "--global-batch 100",
+        ),
+        (["estimate", "llama3-8b", "--recompute", "selective"], "--recompute selective"),
+        (
+            ["estimate", "alexnet", "--tp", "2", "--workers", "2", "--gpus-per-node", "2"],
+            "need a transformer net",
+        ),
+        (["estimate", "bert-large", "--seq-len", "1024"], "exceeds the 512 learned positions"),
+    ],
+)
+def test_bad_parallel_options_one_line_exit_2(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2, (code, out, err)
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_explicit_estimate_form_of_the_issue(capsys):
+    code, out, err = run(
+        capsys,
+        *"estimate gpt3-175b --device A100_80GB --workers 1024 --gpus-per-node 8 --network ib_hdr --tp 8 --pp 16 "
+        "--microbatch 1 --global-batch 1536 --seq-len 2048 --precision bf16 --recompute full --format json".split(),
+    )
+    assert code == 0, err
+    recs = json.loads(out)
+    for r in recs:
+        assert (r["tp"], r["pp"], r["dp"], r["zero"], r["microbatch"], r["recompute"]) == (
+            8,
+            16,
+            8,
+            0,
+            1,
+            "full",
+        )
+        assert r["accumulation"] == 192 and r["seq_len"] == 2048
+        assert r["tokens_per_s"] == pytest.approx(1536 * 2048 / (r["total_ms"] / 1e3))
+        assert 0 < r["mfu"] < r["hfu"] < 1 and r["memory_gb_per_gpu"] < 80
+
+
+def test_optimize_json_records_carry_the_llm_fields(capsys):
+    code, out, err = run(capsys, "optimize", "bert-large", "--budget", "16gpus", "--format", "json")
+    assert code == 0, err
+    best = json.loads(out)["best"]
+    for key in (
+        "tp",
+        "pp",
+        "dp",
+        "zero",
+        "microbatch",
+        "recompute",
+        "tokens_per_s",
+        "mfu",
+        "memory_gb_per_gpu",
+    ):
+        assert key in best, key
+    assert best["tp"] * best["pp"] * best["dp"] == best["gpus"]
+    assert best["global_batch"] == 256  # BERT's published batch (Devlin et al. 2019)
+    assert best["dp"] * best["microbatch"] * best["accumulation"] == 256
+
+
+def test_a_sweep_over_transformers_with_model_parallel_keys(tmp_path, capsys):
+    """Sweep specs take the model-parallel axes' keys; the summary carries TP and PP."""
+    import csv
+
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "name: llm\ntrials: 20\nseed: 0\ngrid:\n  net: [bert-large, llama3-8b]\n  budget: [16gpus]\n"
+        "options:\n  gpu: H100_SXM\n  tp: 1,2,4\n  recompute: none,full\n  global_batch: 256\n"
+    )
+    results = tmp_path / "results"
+    assert main(["sweep", "run", str(spec), "--results", str(results)]) == 0
+    assert main(["sweep", "collect", str(spec), "--results", str(results)]) == 0
+    rows = list(csv.DictReader((results / "llm" / "summary.csv").open()))
+    assert [r["net"] for r in rows] == ["bert-large", "llama3-8b"]
+    for r in rows:
+        assert r["state"] == "done" and int(r["tp"]) in (1, 2, 4) and r["recompute"] in ("none", "full")
+        assert int(r["tp"]) * int(r["pp"]) * int(r["dp"]) == int(r["gpus"])
+    capsys.readouterr()
