@@ -148,12 +148,15 @@ def prices() -> dict:
     from planner.pricing import choose
 
     rows = price_rows()
-    out = {}
-    for key in dict.fromkeys(r.device for r in rows):
-        price = choose(rows, key)
-        if price is not None:
-            out[key] = price
-    return out
+    return {k: p for k in dict.fromkeys(r.device for r in rows) if (p := choose(rows, k)) is not None}
+
+
+@lru_cache(maxsize=1)
+def energy_defaults():
+    """The cited energy defaults of energy.toml (planner.energy.Energy: PUE, grid, powers)."""
+    from planner.energy import parse_defaults
+
+    return parse_defaults(_read_toml("energy.toml"))
 
 
 @lru_cache(maxsize=1)

@@ -23,6 +23,7 @@ ESTIMATE_COLUMNS = [
     ("total_ms", "total ms"),
     ("speedup", "speedup"),
     ("throughput_samples_s", "samples/s"),
+    ("step_energy_j", "J/step"),
 ]
 
 
@@ -84,6 +85,12 @@ def estimate(
     plan: Annotated[
         str | None, typer.Option(help="Re-evaluate a saved plan (plan_<k>.json of `planner pareto`).")
     ] = None,
+    pue: Annotated[
+        float | None, typer.Option(help="Data-centre PUE for energy (default 1.58, see configs/energy.toml).")
+    ] = None,
+    grid_intensity: Annotated[
+        float | None, typer.Option(help="Grid carbon intensity, gCO2 per kWh (default 481, world 2023).")
+    ] = None,
 ) -> None:
     """Predicted step time per worker count and AllReduce scheme (modern rules, or a PALEO rule set): a scaling table."""
     from costs import comm
@@ -94,9 +101,11 @@ def estimate(
 
     schemes = tuple(comm.SCHEME_NAMES) if scheme is SchemeOpt.all else (scheme.value,)
     if plan is not None:
+        from dataclasses import replace
+
         from planner.request.estimate import request_from_plan
 
-        req = request_from_plan(plan, net)
+        req = replace(request_from_plan(plan, net), pue=pue, grid_intensity=grid_intensity)
     elif net is None:
         from planner.errors import BadInput
 
@@ -123,6 +132,8 @@ def estimate(
             calibration=calibration,
             optimizer=optimizer,
             data_loader=data_loader,
+            pue=pue,
+            grid_intensity=grid_intensity,
         )
     records = run(req)
     if format is Fmt.json:
@@ -135,6 +146,7 @@ def estimate(
             f"{r0['net']} on {r0['device']} over {r0['network']}, {r0['scaling']} scaling, "
             f"{r0['parallel']} parallel, {r0['precision']}, rules {r0['rules']}"
             + (f", {r0['accumulation']} microbatches per step" if r0["accumulation"] != 1 else "")
+            + "; J/step: energy at the meter per optimizer step (--pue; per million samples in --format json)"
         )
         typer.echo(render.table(records, ESTIMATE_COLUMNS))
         too_big = [x for x in records if not x.get("fits_memory", True)]

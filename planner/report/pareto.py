@@ -14,6 +14,7 @@ from html import escape
 import numpy as np
 
 from planner.report import charts, tornado
+from planner.report.dominance import dominance
 from planner.units import duration
 
 CLOUD_CELLS = (120, 80)  # occupancy grid of the faint "every evaluated plan" layer
@@ -43,7 +44,7 @@ def _describe(p: dict) -> str:
 def classify(p: dict) -> str:
     """compute-, communication-, input-, memory- or budget-bound (see :data:`KINDS`)."""
     binding = set(p.get("binding", []))
-    if binding & {"budget_gpus", "budget_usd", "deadline"}:
+    if binding & {"budget_gpus", "budget_usd", "deadline", "owned_gpus"}:
         return "budget-bound"
     if "memory" in binding:
         return "memory-bound"
@@ -52,26 +53,38 @@ def classify(p: dict) -> str:
     return "communication-bound" if p["comm_ms"] >= 0.5 * p["iteration_ms"] else "compute-bound"
 
 
-def _why(p: dict, i: int, front: list[dict]) -> str:
-    """One sentence: where the plan sits on the front and what bounds it."""
+def _where(p: dict, i: int, front: list[dict]) -> str:
+    """Where plan ``i`` sits on the front (sorted by time) against the plan before it: less money,
+    or, on a time-cost-energy front, more money but less energy."""
     n = len(front)
     if n == 1:
-        where = "is the only Pareto-optimal plan"
-    elif i == 0:
-        where = "is the fastest plan"
-    elif i == n - 1:
-        where = "is the cheapest plan"
-    else:
-        q = front[i - 1]
-        slower = p["time_to_train_s"] / q["time_to_train_s"] - 1
-        cheaper = 1 - p["cost_usd"] / q["cost_usd"]
-        where = f"takes {_pct(slower)} longer than {q['label']} for {_pct(cheaper)} less money"
+        return "is the only Pareto-optimal plan"
+    if i == 0:
+        return "is the fastest plan"
+    if i == n - 1:
+        return "is the cheapest plan"
+    q = front[i - 1]
+    slower = _pct(p["time_to_train_s"] / q["time_to_train_s"] - 1)
+    cheaper = 1 - p["cost_usd"] / q["cost_usd"]
+    if cheaper > 0 or not p.get("energy_kwh") or not q.get("energy_kwh"):
+        return f"takes {slower} longer than {q['label']} for {_pct(cheaper)} less money"
+    saved = 1 - p["energy_kwh"] / q["energy_kwh"]
+    return (
+        f"takes {slower} longer than {q['label']} and costs {_pct(-cheaper)} more, "
+        f"for {_pct(saved)} less energy"
+    )
+
+
+def _why(p: dict, i: int, front: list[dict]) -> str:
+    """One sentence: where the plan sits on the front and what bounds it."""
+    where = _where(p, i, front)
     kind = classify(p)
     it = p["iteration_ms"]
     if kind == "budget-bound":
-        limits = [b for b in p["binding"] if b in ("budget_gpus", "budget_usd", "deadline")]
+        limits = [b for b in p["binding"] if b in ("budget_gpus", "budget_usd", "deadline", "owned_gpus")]
         text = {
             "budget_gpus": f"it uses the whole GPU budget ({p['gpus']} GPUs)",
+            "owned_gpus": f"it uses every {p['gpu']} you own ({p['gpus']})",
             "budget_usd": "it spends up to the money budget",
             "deadline": "it finishes just within the deadline",
         }
@@ -126,6 +139,8 @@ def report_data(
     search: dict,
     versions: dict,
     constraints: dict,
+    rivals: list[dict] | None = None,
+    energy: str = "",
 ) -> dict:
     """Everything the report shows, as plain data (pure: no I/O, no model evaluation)."""
     front = [dict(p) for p in front]
@@ -164,6 +179,8 @@ def report_data(
         "constraints": constraints,
         "evaluated": int(len(feasible)),
         "feasible": int(feasible.sum()),
+        "dominance": dominance(front, rivals or []),
+        "energy": energy,
     }
 
 
@@ -177,6 +194,8 @@ TABLE = [
     ("scheme", "scheme"),
     ("time_text", "time to train"),
     ("cost_usd", "cost ($)"),
+    ("energy_kwh", "energy (kWh)"),
+    ("co2_kg", "CO2 (kg)"),
     ("iteration_ms", "iteration (ms)"),
     ("memory_gb", "memory (GB)"),
     ("binding_text", "binding constraint"),
@@ -209,6 +228,8 @@ def _inputs_lines(data: dict) -> list[tuple[str, str]]:
     prices = _price_text(data["front"])
     if prices:
         rows.append(("prices", prices))
+    if data.get("energy"):
+        rows.append(("energy", data["energy"]))
     rows.append(
         (
             "search",
@@ -233,7 +254,7 @@ CSS = """
 body{font-family:Helvetica,Arial,sans-serif;margin:24px auto;max-width:980px;color:#222;line-height:1.4}
 h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd;padding-bottom:4px}
 table{border-collapse:collapse;font-size:12px;width:100%}th,td{border:1px solid #ddd;padding:4px 6px;text-align:right}
-th{background:#f3f3f3}td:first-child,td:nth-child(2),td:nth-child(6),td:nth-child(7),td:nth-child(12),td:nth-child(13){text-align:left}
+th{background:#f3f3f3}td:first-child,td:nth-child(2),td:nth-child(6),td:nth-child(7),td:nth-child(14),td:nth-child(15){text-align:left}
 .chart{max-width:100%;height:auto;display:block;margin:8px 0}
 .why li{margin:4px 0}.inputs td{text-align:left;vertical-align:top}.muted{color:#666;font-size:12px}
 """
@@ -281,6 +302,7 @@ def render_html(data: dict) -> str:
 <p>{len(f)} Pareto-optimal plans out of {data["evaluated"]:,} evaluated ({data["feasible"]:,} feasible).
 Fastest: {escape(f[0]["description"])}, {escape(f[0]["time_text"])} for ${f[0]["cost_usd"]:,.2f}.
 Cheapest: {escape(f[-1]["description"])}, {escape(f[-1]["time_text"])} for ${f[-1]["cost_usd"]:,.2f}.</p>
+{_dominance_html(data)}
 <h2>Pareto front</h2>
 <p class="muted">Every evaluated plan is drawn faintly ({cloud["feasible"]:,} feasible in grey,
 {cloud["infeasible"]:,} infeasible in red; {cloud["outside_axes"]:,} lie beyond the axes, far
@@ -303,6 +325,10 @@ from the front); hover a point for its plan.</p>
 """
 
 
+def _dominance_html(data: dict) -> str:
+    return f"<p class='dominance'>{escape(data['dominance'])}</p>" if data.get("dominance") else ""
+
+
 def render_markdown(data: dict, chart_dir: str = "charts") -> str:
     """The same report for a terminal or a pull request; charts are SVG files beside it."""
     f = data["front"]
@@ -311,6 +337,8 @@ def render_markdown(data: dict, chart_dir: str = "charts") -> str:
         f"{len(f)} Pareto-optimal plans out of {data['evaluated']:,} evaluated "
         f"({data['feasible']:,} feasible)."
     )
+    if data.get("dominance"):
+        lines += ["", data["dominance"]]
     lines += [
         "",
         "## Pareto front",

@@ -32,6 +32,7 @@ class Result:
     search: dict
     baseline: dict
     request: dict = field(default_factory=dict)
+    energy: str = ""  # the energy model's parameters in words (PUE, grid intensity, powers)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -113,4 +114,5 @@ def result(out: Outcome, req: OptimizeRequest) -> Result:
         out.search,
         base,
         request=request_dict(req),
+        energy=out.scorer.energy.describe(),
     )

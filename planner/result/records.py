@@ -24,7 +24,7 @@ PLAN_BREAKDOWN = [
     "throughput_samples_s",
     "memory_gb",
 ]
-PLAN_COLUMNS = [*PLAN_AXES, "network", "time_to_train_s", "cost_usd", *PLAN_BREAKDOWN]
+PLAN_COLUMNS = [*PLAN_AXES, "network", "time_to_train_s", "cost_usd", "energy_kwh", "co2_kg", *PLAN_BREAKDOWN]
 _MS = (
     "forward",
     "backward",
@@ -72,6 +72,8 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         throughput_samples_s=float(m["throughput_samples_s"][0]),
         time_to_train_s=float(m["time_to_train_s"][0]),
         cost_usd=None if math.isnan(cost) else float(cost),
+        energy_kwh=_number(m["energy_kwh"][0]),
+        co2_kg=_number(m["co2_kg"][0]),
         memory_gb=float(m["memory_bytes"][0] / 1e9),
         device_memory_gb=float(m["device_memory_bytes"][0] / 1e9),
     )
@@ -87,6 +89,11 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         rec["iteration_ms_range"] = [rec["iteration_ms"] / hi, rec["iteration_ms"] / lo]
         rec["time_to_train_s_range"] = [rec["time_to_train_s"] / hi, rec["time_to_train_s"] / lo]
     return rec
+
+
+def _number(v) -> float | None:
+    """A float, or None when unknown (NaN)."""
+    return None if math.isnan(v) else float(v)
 
 
 def estimate_command(scorer: Scorer, rec: dict) -> str:
