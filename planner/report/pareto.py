@@ -126,6 +126,13 @@ def _cloud(time_h: np.ndarray, cost: np.ndarray, feasible: np.ndarray, axes: dic
     return out
 
 
+def _cost_axis(fc: np.ndarray) -> list[float]:
+    """The log cost axis of the front chart; plans at no cost (owned GPUs) lie on its lower edge."""
+    pos = fc[fc > 0]
+    low = float(pos.min()) if pos.size else 0.01
+    return [low / 1.25, float(max(fc.max() * 2.5, low * 4))]
+
+
 def report_data(
     *,
     net: str,
@@ -160,7 +167,7 @@ def report_data(
     # Axes frame the front and its neighbourhood; plans beyond are counted, not drawn.
     axes = {
         "time_h": [float(ft.min() / 1.6), float(max(ft.max() * 2.5, ft.min() * 10))],
-        "cost_usd": [float(fc.min() / 1.25), float(max(fc.max() * 2.5, fc.min() * 4))],
+        "cost_usd": _cost_axis(fc),
     }
     gpus = sorted({p["gpu"] for p in front})
     return {

@@ -38,6 +38,14 @@ class Result:
         return asdict(self)
 
 
+def _gap(found: float, opt: float) -> float:
+    """The search's relative distance to the optimum (an optimum of 0, e.g. the cost of owned GPUs
+    at no marginal price: 0 when found, else inf)."""
+    if found == opt:
+        return 0.0
+    return (found - opt) / abs(opt) if opt else float("inf")
+
+
 def _certified(out: Outcome) -> Scored:
     """The plans to answer from: the whole space when enumerated (the search's gap to its
     optimum goes into ``out.search``), else what the search scored."""
@@ -51,7 +59,7 @@ def _certified(out: Outcome) -> Scored:
     i = best_index(found)
     out.search["exhaustive_optimum"] = opt
     out.search["exhaustive_plans"] = len(full)
-    out.search["gap"] = (float(found.objectives[0, i]) - opt) / abs(opt) if i is not None else None
+    out.search["gap"] = _gap(float(found.objectives[0, i]), opt) if i is not None else None
     return full
 
 
