@@ -27,5 +27,5 @@ def dominance(front: list[dict], rivals: list[dict]) -> str:
         f"{r['gpu']}, takes at best {duration(r['fast_s'])} "
         f"({_pct(r['fast_s'] / fast['time_to_train_s'] - 1)} longer, for ${r['fast_usd']:,.2f}) and costs "
         f"at least ${r['cheap_usd']:,.2f} ({_pct(r['cheap_usd'] / cheap['cost_usd'] - 1)} more per sample "
-        f"trained); so every {r['gpu']} plan is slower or dearer than a {gpu} plan."
+        f"trained); so every {r['gpu']} plan is matched or beaten on both time and cost by one on {gpu}."
     )
