@@ -253,3 +253,21 @@ def test_sweep_specs_take_energy_keys_and_objective(tmp_path):
     with pytest.raises(SweepSpecError, match="--pue must be"):
         spec("options:\n  pue: 0.2\n")
     assert math.isfinite(cells[0].request.pue)
+
+
+def test_sweep_runs_the_energy_objective_and_summarises_it(tmp_path):
+    import csv
+
+    spec = tmp_path / "e.yaml"
+    spec.write_text(
+        "name: en\ntrials: 20\nseed: 1\ngrid:\n  objective: [time, energy]\n"
+        "options:\n  net: alexnet\n  budget: 4gpus\n  gpu: T4,L4\n  pue: 1.2\n"
+    )
+    results = tmp_path / "results"
+    assert main(["sweep", "run", str(spec), "--results", str(results)]) == 0
+    assert main(["sweep", "collect", str(spec), "--results", str(results)]) == 0
+    rows = {r["objective"]: r for r in csv.DictReader((results / "en" / "summary.csv").open())}
+    assert float(rows["energy"]["energy_kwh"]) <= float(rows["time"]["energy_kwh"])
+    assert float(rows["energy"]["co2_kg"]) == pytest.approx(float(rows["energy"]["energy_kwh"]) * 0.481)
+    md = (results / "en" / "summary.md").read_text()
+    assert "Least-energy plan per net and budget" in md and " kWh" in md
