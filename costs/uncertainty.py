@@ -78,6 +78,9 @@ def win_probability(
         it = c[None, :] * a[s : s + chunk][:, g_inv] + m[None, :] * b[s : s + chunk]
         obj = np.maximum(it, f[None, :]) * w[None, :]
         if order is not None:
+            # floored at the smallest positive float: an objective of 0 (a GPU owned at no
+            # marginal price) ties with 0 and is a step below any positive value
+            obj = np.maximum(obj, np.finfo(float).tiny)
             low = obj.min(axis=1, keepdims=True)
             obj = np.floor(np.log(obj / low) / np.log1p(tie)) + order[None, :]
         counts += np.bincount(np.argmin(obj, axis=1), minlength=idx.size)

@@ -22,22 +22,10 @@ from planner.errors import CatalogError, SpecError
 NET_ALIASES = {"alex_v2": "alexnet", "alex_v2_1gpu": "alexnet_cc2"}
 
 _DEVICE_KEYS = {
-    "name": str,
-    "vendor": str,
-    "generation": str,
-    "paleo": bool,
-    "clock_mhz": (int, float),
-    "memory_gb": (int, float),
-    "mem_bandwidth_gbs": (int, float),
-    "tdp_w": (int, float),
-    "form_factor": str,
-    "intra_node_link": str,
-    "max_gpus_per_node": int,
-    "source": str,
-    "date": str,
-    "peak_tflops": dict,
-    "sm_count": int,
-    "sm_source": str,
+    **dict.fromkeys(("name", "vendor", "generation", "form_factor", "intra_node_link"), str),
+    **dict.fromkeys(("source", "date", "sm_source"), str),
+    **dict.fromkeys(("clock_mhz", "memory_gb", "mem_bandwidth_gbs", "tdp_w"), (int, float)),
+    **{"paleo": bool, "max_gpus_per_node": int, "peak_tflops": dict, "sm_count": int},
 }
 _DEVICE_OPTIONAL = {"generation", "tdp_w", "form_factor", "sm_count", "sm_source"}
 _NETWORK_KEYS = {"name": str, "kind": str, "paleo": bool, "bandwidth_gbit_s": (int, float)}
@@ -142,12 +130,15 @@ def prices() -> dict:
     from planner.pricing import choose
 
     rows = price_rows()
-    out = {}
-    for key in dict.fromkeys(r.device for r in rows):
-        price = choose(rows, key)
-        if price is not None:
-            out[key] = price
-    return out
+    return {k: p for k in dict.fromkeys(r.device for r in rows) if (p := choose(rows, k)) is not None}
+
+
+@lru_cache(maxsize=1)
+def energy_defaults():
+    """The cited energy defaults of energy.toml (planner.energy.Energy: PUE, grid, powers)."""
+    from planner.energy import parse_defaults
+
+    return parse_defaults(_read_toml("energy.toml"))
 
 
 @lru_cache(maxsize=1)

@@ -358,6 +358,7 @@ def test_gpu_prefixes_and_prices():
     assert select_gpus("A100_40GB_PCIE", priced_only=True) == ["A100_40GB_PCIE"]
     assert select_gpus("MI250") == ["MI250"]  # an exact key wins over the MI250X prefix match
     assert select_gpus("K80") == ["K80"]
-    with pytest.raises(BadInput, match=r"--gpu 'RTX' matches only devices without a price \(RTX_2080_TI"):
-        select_gpus("RTX", priced_only=True)
+    with pytest.raises(BadInput, match=r"--gpu 'L40' matches only devices without a price \(L40S\)"):
+        select_gpus("L40", priced_only=True)
+    assert select_gpus("RTX", priced_only=True) == ["RTX_A6000"]  # the one RTX with a price
     assert select_gpus("RTX") == ["RTX_2080_TI", "RTX_3090", "RTX_A6000", "RTX_4090"]

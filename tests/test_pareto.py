@@ -296,3 +296,34 @@ def test_report_in_headless_chromium(report_dir):
     assert points == len(front)
     assert rows == [p["label"] for p in front]
     assert os.path.getsize(report_dir / "report.html") < 3_000_000
+
+
+def test_one_type_front_says_why_from_the_numbers():
+    """Issue 13: when a single GPU type holds the front, the report explains it with the fastest and
+    cheapest plans of that type against the next type's (here L4 against A10G on AlexNet, both
+    input-bound at 8 GPUs: equal time, the A10G's price is higher)."""
+    data, files = run_pareto(
+        OptimizeRequest("alexnet", budget=("8gpus",), objective="time,cost", gpu="L4,A10G")
+    )
+    assert {p["gpu"] for p in data["front"]} == {"L4"}
+    text = data["dominance"]
+    assert text.startswith("L4 dominates: its fastest plan takes") and "the next type, A10G" in text
+    assert text in files["report.md"] and "class='dominance'" in files["report.html"]
+
+
+def test_dominance_sentence_arithmetic():
+    from planner.report.dominance import dominance
+
+    front = [
+        {"gpu": "X", "time_to_train_s": 3600.0, "cost_usd": 10.0},
+        {"gpu": "X", "time_to_train_s": 7200.0, "cost_usd": 8.0},
+    ]
+    rivals = [
+        {"gpu": "Y", "fast_s": 5400.0, "fast_usd": 30.0, "cheap_s": 9000.0, "cheap_usd": 12.0},
+        {"gpu": "Z", "fast_s": 9000.0, "fast_usd": 5.0, "cheap_s": 9000.0, "cheap_usd": 9.0},
+    ]
+    text = dominance(front, rivals)
+    assert "the next type, Y, takes at best 90.0 min (50% longer, for $30.00)" in text
+    assert "costs at least $12.00 (50% more per sample trained)" in text
+    assert dominance(front + [{"gpu": "Y", "time_to_train_s": 1.0, "cost_usd": 99.0}], rivals) == ""
+    assert dominance(front, []) == ""

@@ -23,6 +23,7 @@ ESTIMATE_COLUMNS = [
     ("total_ms", "total ms"),
     ("speedup", "speedup"),
     ("throughput_samples_s", "samples/s"),
+    ("step_energy_j", "J/step"),
 ]
 LLM_COLUMNS = [
     ("workers", "GPUs"),
@@ -121,6 +122,12 @@ def estimate(
     seq_len: Annotated[
         int | None, typer.Option(help="Transformers: sequence length (default: the model's).")
     ] = None,
+    pue: Annotated[
+        float | None, typer.Option(help="Data-centre PUE for energy (default 1.58, see configs/energy.toml).")
+    ] = None,
+    grid_intensity: Annotated[
+        float | None, typer.Option(help="Grid carbon intensity, gCO2 per kWh (default 481, world 2023).")
+    ] = None,
 ) -> None:
     """Predicted step time per worker count and AllReduce scheme (modern rules, or a PALEO rule set): a scaling table."""
     from costs import comm
@@ -131,9 +138,11 @@ def estimate(
 
     schemes = tuple(comm.SCHEME_NAMES) if scheme is SchemeOpt.all else (scheme.value,)
     if plan is not None:
+        from dataclasses import replace
+
         from planner.request.estimate import request_from_plan
 
-        req = request_from_plan(plan, net)
+        req = replace(request_from_plan(plan, net), pue=pue, grid_intensity=grid_intensity)
     elif net is None:
         from planner.errors import BadInput
 
@@ -170,6 +179,8 @@ def estimate(
             microbatch=microbatch,
             global_batch=global_batch,
             seq_len=seq_len,
+            pue=pue,
+            grid_intensity=grid_intensity,
         )
     records = run(req)
     if format is Fmt.json:
@@ -182,6 +193,7 @@ def estimate(
             f"{r0['net']} on {r0['device']} over {r0['network']}, {r0['scaling']} scaling, "
             f"{r0['parallel']} parallel, {r0['precision']}, rules {r0['rules']}"
             + (f", {r0['accumulation']} microbatches per step" if r0["accumulation"] != 1 else "")
+            + "; J/step: energy at the meter per optimizer step (--pue; per million samples in --format json)"
         )
         typer.echo(render.table(records, LLM_COLUMNS if "tp" in r0 else ESTIMATE_COLUMNS))
         too_big = [x for x in records if not x.get("fits_memory", True)]

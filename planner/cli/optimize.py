@@ -26,7 +26,10 @@ def optimize(
     ] = None,
     deadline: Annotated[str | None, typer.Option(help="Latest time to train, e.g. 24h, 90m, 2d.")] = None,
     objective: Annotated[
-        str, typer.Option(help="time (default), cost, throughput, or time,cost for the Pareto set.")
+        str,
+        typer.Option(
+            help="time (default), cost, throughput, memory, energy, or time,cost for the Pareto set."
+        ),
     ] = "time",
     gpu: Annotated[
         str | None,
@@ -51,6 +54,21 @@ def optimize(
         str,
         typer.Option(help="on-demand (default), spot, reserved (the 1-year rate) or reserved-3y."),
     ] = "on-demand",
+    owned: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="GPUs you own, DEVICE:COUNT or DEVICE:COUNT@USD_PER_GPU_HOUR (amortisation): priced 0 "
+            "or at that rate, plans on it use at most COUNT; repeatable."
+        ),
+    ] = None,
+    pue: Annotated[
+        float | None,
+        typer.Option(help="Data-centre PUE for energy (default 1.58, see configs/energy.toml)."),
+    ] = None,
+    grid_intensity: Annotated[
+        float | None,
+        typer.Option(help="Grid carbon intensity, gCO2 per kWh, for CO2 (default 481, world 2023)."),
+    ] = None,
     network: Annotated[
         str, typer.Option(help="Link between nodes (see `planner list networks`).")
     ] = defaults.NETWORK,
@@ -163,6 +181,9 @@ def _optimize_request(opts: dict):
         prices=tuple(opts.get("price") or ()),
         provider=opts.get("provider"),
         pricing=opts.get("pricing") or "on-demand",
+        owned=tuple(opts.get("owned") or ()),
+        pue=opts.get("pue"),
+        grid_intensity=opts.get("grid_intensity"),
         network=opts["network"],
         epochs=opts["epochs"],
         dataset_size=opts["dataset_size"],
@@ -210,6 +231,7 @@ def pareto(**opts) -> None:
         ("scheme", "scheme"),
         ("time_text", "time to train"),
         ("cost_usd", "cost $"),
+        ("energy_kwh", "kWh"),
         ("kind", "bound by"),
     ]
     if data["front"] and "tp" in data["front"][0] and "tokens_per_s" in data["front"][0]:
@@ -263,7 +285,9 @@ def _pareto_signature():
             p = p.replace(
                 name="objectives",
                 default="time,cost",
-                annotation=Annotated[str, typer.Option(help="time,cost (default) or time,cost,memory.")],
+                annotation=Annotated[
+                    str, typer.Option(help="time,cost (default), time,cost,energy or time,cost,memory.")
+                ],
             )
         if p.name == "out":
             p = p.replace(

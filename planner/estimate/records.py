@@ -54,6 +54,7 @@ def record(
     need = memory.per_gpu(
         r.local_params[i], r.activation_bytes[i], memory.bytes_per_param(rec["precision"], req.optimizer)
     )
+    rec.update(_energy(req, device, r, i, workers))
     rec["memory_gb"] = float(need / 1e9)
     rec["fits_memory"] = bool(need <= catalog.device(device).device.memory_bytes * memory.USABLE_FRACTION)
     overhead = getattr(r, "overhead", None)
@@ -64,6 +65,24 @@ def record(
         rec["total_ms_range"] = [rec["total_ms"] / hi, rec["total_ms"] / lo]
         rec["throughput_range"] = [rec["throughput_samples_s"] * lo, rec["throughput_samples_s"] * hi]
     return rec
+
+
+def _energy(req: EstimateRequest, device: str, r, i: int, workers: int) -> dict:
+    """Energy at the meter of one optimizer step (J), and energy (kWh) and CO2 (kg) per million
+    samples trained (planner.energy; NaN when the device has no board power)."""
+    from planner.energy import with_options
+
+    e = with_options(catalog.energy_defaults(), req.pue, req.grid_intensity)
+    nodes = -(-workers // min(req.gpus_per_node, workers))
+    board = catalog.device(device).raw.get("tdp_w", float("nan"))
+    per_million = 1e6 / float(r.samples[i])
+    m = e.metrics(board, workers, nodes, float(r.total[i]), float(r.compute[i]), per_million)
+    kwh = float(m["energy_kwh"])
+    return {
+        "step_energy_j": kwh * 3.6e6 / per_million,
+        "energy_kwh_per_million_samples": kwh,
+        "co2_kg_per_million_samples": float(m["co2_kg"]),
+    }
 
 
 def precision_of(req: EstimateRequest, info) -> str:

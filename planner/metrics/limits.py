@@ -24,6 +24,7 @@ class Limits:
     max_global_batch: int = 8192  # Goyal et al. 2017 train ImageNet at 8k without loss of accuracy
     min_global_batch: int = 1
     memory_fraction: float = USABLE_FRACTION  # usable share of device memory
+    owned: bool = False  # --owned caps the GPUs of some devices (metric gpu_cap)
 
     def names(self) -> list[str]:
         out = ["memory", "max_global_batch", "min_global_batch", "supported"]
@@ -33,6 +34,8 @@ class Limits:
             out.append("budget_usd")
         if self.deadline_s is not None:
             out.append("deadline")
+        if self.owned:
+            out.append("owned_gpus")
         return out
 
     def summary(self) -> dict:
@@ -60,4 +63,6 @@ class Limits:
             rows.append(np.where(np.isfinite(m["cost_usd"]), m["cost_usd"] / self.max_usd - 1.0, np.inf))
         if self.deadline_s is not None:
             rows.append(m["time_to_train_s"] / self.deadline_s - 1.0)
+        if self.owned:  # at most the GPUs owned of an owned device (the cap is inf for others)
+            rows.append(m["gpus"] / m["gpu_cap"] - 1.0)
         return np.nan_to_num(np.vstack(rows), nan=np.inf)

@@ -6,6 +6,8 @@ time_to_train_s = epochs x ceil(dataset / global batch) x iteration (optimizer s
 cost_usd        = GPUs x time_to_train_s / 3600 x price per GPU-hour (billed per second)
 throughput      = samples per second (maximised, so its objective value is negated)
 memory          = bytes needed on one GPU (see planner.metrics.memory)
+energy_kwh      = energy at the meter to train (costs.energy: board power while computing, a share
+                  of it otherwise, node overhead, PUE); co2_kg = that x grid intensity
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 from costs.hardware import PRECISIONS, DeviceTable, LinkTable
 from costs.model import evaluate
 from planner import catalog
+from planner.energy import Energy
 from planner.metrics import memory
 from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel
@@ -26,14 +29,21 @@ from planner.space.space import Space
 if TYPE_CHECKING:
     from planner.request.optimize import Problem
 
-OBJECTIVES = ("time", "cost", "throughput", "memory")
+OBJECTIVES = ("time", "cost", "throughput", "memory", "energy")
 METRIC = {
     "time": "time_to_train_s",
     "cost": "cost_usd",
     "throughput": "throughput_samples_s",
     "memory": "memory_bytes",
+    "energy": "energy_kwh",
 }
-SENSE = {"time": 1.0, "cost": 1.0, "throughput": -1.0, "memory": 1.0}  # minimise SENSE x metric
+SENSE = {
+    "time": 1.0,
+    "cost": 1.0,
+    "throughput": -1.0,
+    "memory": 1.0,
+    "energy": 1.0,
+}  # minimise SENSE x metric
 
 
 @dataclass
@@ -55,9 +65,16 @@ class Scorer:
     evaluated: int = 0
     model: CostModel | None = None  # None: PALEO's rule set of ``costs`` with no options
     price_sources: tuple[str, ...] = ()  # per GPU of the space: where its price comes from
+    energy: Energy | None = None  # None: the cited defaults of configs/energy.toml
+    board_w: np.ndarray | None = None  # (gpus in space,) board power W, NaN when unknown
+    gpu_caps: np.ndarray | None = None  # (gpus in space,) most GPUs a plan may use (owned), inf: any
 
     def __post_init__(self) -> None:
         self._kwargs = self.model.kwargs(self.devices, self.links) if self.model else {}
+        if self.energy is None:
+            self.energy = catalog.energy_defaults()
+        if self.board_w is None:
+            self.board_w = _board_power(self.devices.names)
 
     @property
     def efficiency(self):
@@ -85,10 +102,14 @@ class Scorer:
         iters = self.epochs * np.ceil(self.dataset_size / global_batch)
         total = r.total
         ttt = iters * total
+        nodes = p.workers // p.gpus_per_node
+        g = cols["gpu"]
+        power = self.energy.metrics(self.board_w[g], p.workers, nodes, total, r.compute, iters)
+        caps = self.gpu_caps[g] if self.gpu_caps is not None else np.full(len(p), np.inf)
         return {
             "gpus": p.workers,
             "per_node": p.gpus_per_node,
-            "nodes": p.workers // p.gpus_per_node,
+            "nodes": nodes,
             "batch_per_worker": p.batch,
             "global_batch": global_batch,
             "split": p.split,
@@ -105,7 +126,9 @@ class Scorer:
             "iteration_s": total,
             "throughput_samples_s": global_batch / total,
             "time_to_train_s": ttt,
-            "cost_usd": ttt / 3600.0 * k * self.prices[cols["gpu"]],
+            "cost_usd": ttt / 3600.0 * k * self.prices[g],
+            **power,
+            "gpu_cap": caps,
             "memory_bytes": mem,
             "device_memory_bytes": self.devices.memory_bytes[cols["gpu"]],
             "accumulation": p.accumulation,
@@ -148,8 +171,16 @@ class Scorer:
             req.pipeline,
             model=problem.model,
             price_sources=problem.price_sources,
+            energy=problem.energy,
+            gpu_caps=problem.gpu_caps,
         )
 
     def objective_values(self, m: dict[str, np.ndarray], objectives: tuple[str, ...]) -> np.ndarray:
         """(n_objectives, plans) values to minimise."""
         return np.vstack([SENSE[o] * m[METRIC[o]] for o in objectives])
+
+
+def _board_power(keys) -> np.ndarray:
+    """Board power (W) of each device key (devices.toml tdp_w), NaN when the catalog has none."""
+    known = catalog.devices()
+    return np.array([known[k].raw.get("tdp_w", np.nan) if k in known else np.nan for k in keys], dtype=float)

@@ -96,7 +96,9 @@ class _Frame:
         return self.ml + (math.log10(v) - self.lx[0]) / (self.lx[1] - self.lx[0]) * self.pw
 
     def y(self, v: float) -> float:
-        return self.mt + self.ph - (math.log10(v) - self.ly[0]) / (self.ly[1] - self.ly[0]) * self.ph
+        # a plan at no cost (GPUs owned at no marginal price) sits on the bottom edge
+        lv = math.log10(v) if v > 0 else self.ly[0]
+        return self.mt + self.ph - (lv - self.ly[0]) / (self.ly[1] - self.ly[0]) * self.ph
 
 
 def _front_grid(f: _Frame, ax: dict) -> list[str]:

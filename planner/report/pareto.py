@@ -14,6 +14,9 @@ from html import escape
 import numpy as np
 
 from planner.report import charts, tornado
+from planner.report.dominance import dominance
+from planner.report.pareto_table import cell as _cell
+from planner.report.pareto_table import table_columns
 from planner.units import duration
 
 CLOUD_CELLS = (120, 80)  # occupancy grid of the faint "every evaluated plan" layer
@@ -43,7 +46,7 @@ def _describe(p: dict) -> str:
 def classify(p: dict) -> str:
     """compute-, communication-, input-, memory- or budget-bound (see :data:`KINDS`)."""
     binding = set(p.get("binding", []))
-    if binding & {"budget_gpus", "budget_usd", "deadline"}:
+    if binding & {"budget_gpus", "budget_usd", "deadline", "owned_gpus"}:
         return "budget-bound"
     if "memory" in binding:
         return "memory-bound"
@@ -52,26 +55,38 @@ def classify(p: dict) -> str:
     return "communication-bound" if p["comm_ms"] >= 0.5 * p["iteration_ms"] else "compute-bound"
 
 
-def _why(p: dict, i: int, front: list[dict]) -> str:
-    """One sentence: where the plan sits on the front and what bounds it."""
+def _where(p: dict, i: int, front: list[dict]) -> str:
+    """Where plan ``i`` sits on the front (sorted by time) against the plan before it: less money,
+    or, on a time-cost-energy front, more money but less energy."""
     n = len(front)
     if n == 1:
-        where = "is the only Pareto-optimal plan"
-    elif i == 0:
-        where = "is the fastest plan"
-    elif i == n - 1:
-        where = "is the cheapest plan"
-    else:
-        q = front[i - 1]
-        slower = p["time_to_train_s"] / q["time_to_train_s"] - 1
-        cheaper = 1 - p["cost_usd"] / q["cost_usd"]
-        where = f"takes {_pct(slower)} longer than {q['label']} for {_pct(cheaper)} less money"
+        return "is the only Pareto-optimal plan"
+    if i == 0:
+        return "is the fastest plan"
+    if i == n - 1:
+        return "is the cheapest plan"
+    q = front[i - 1]
+    slower = _pct(p["time_to_train_s"] / q["time_to_train_s"] - 1)
+    cheaper = 1 - p["cost_usd"] / q["cost_usd"]
+    if cheaper > 0 or not p.get("energy_kwh") or not q.get("energy_kwh"):
+        return f"takes {slower} longer than {q['label']} for {_pct(cheaper)} less money"
+    saved = 1 - p["energy_kwh"] / q["energy_kwh"]
+    return (
+        f"takes {slower} longer than {q['label']} and costs {_pct(-cheaper)} more, "
+        f"for {_pct(saved)} less energy"
+    )
+
+
+def _why(p: dict, i: int, front: list[dict]) -> str:
+    """One sentence: where the plan sits on the front and what bounds it."""
+    where = _where(p, i, front)
     kind = classify(p)
     it = p["iteration_ms"]
     if kind == "budget-bound":
-        limits = [b for b in p["binding"] if b in ("budget_gpus", "budget_usd", "deadline")]
+        limits = [b for b in p["binding"] if b in ("budget_gpus", "budget_usd", "deadline", "owned_gpus")]
         text = {
             "budget_gpus": f"it uses the whole GPU budget ({p['gpus']} GPUs)",
+            "owned_gpus": f"it uses every {p['gpu']} you own ({p['gpus']})",
             "budget_usd": "it spends up to the money budget",
             "deadline": "it finishes just within the deadline",
         }
@@ -113,6 +128,13 @@ def _cloud(time_h: np.ndarray, cost: np.ndarray, feasible: np.ndarray, axes: dic
     return out
 
 
+def _cost_axis(fc: np.ndarray) -> list[float]:
+    """The log cost axis of the front chart; plans at no cost (owned GPUs) lie on its lower edge."""
+    pos = fc[fc > 0]
+    low = float(pos.min()) if pos.size else 0.01
+    return [low / 1.25, float(max(fc.max() * 2.5, low * 4))]
+
+
 def report_data(
     *,
     net: str,
@@ -126,6 +148,8 @@ def report_data(
     search: dict,
     versions: dict,
     constraints: dict,
+    rivals: list[dict] | None = None,
+    energy: str = "",
 ) -> dict:
     """Everything the report shows, as plain data (pure: no I/O, no model evaluation)."""
     front = [dict(p) for p in front]
@@ -145,7 +169,7 @@ def report_data(
     # Axes frame the front and its neighbourhood; plans beyond are counted, not drawn.
     axes = {
         "time_h": [float(ft.min() / 1.6), float(max(ft.max() * 2.5, ft.min() * 10))],
-        "cost_usd": [float(fc.min() / 1.25), float(max(fc.max() * 2.5, fc.min() * 4))],
+        "cost_usd": _cost_axis(fc),
     }
     gpus = sorted({p["gpu"] for p in front})
     return {
@@ -164,49 +188,9 @@ def report_data(
         "constraints": constraints,
         "evaluated": int(len(feasible)),
         "feasible": int(feasible.sum()),
+        "dominance": dominance(front, rivals or []),
+        "energy": energy,
     }
-
-
-TABLE = [
-    ("label", "plan"),
-    ("gpu", "GPU"),
-    ("gpus", "GPUs"),
-    ("gpus_per_node", "per node"),
-    ("batch_per_worker", "batch/GPU"),
-    ("parallel", "parallel"),
-    ("scheme", "scheme"),
-    ("time_text", "time to train"),
-    ("cost_usd", "cost ($)"),
-    ("iteration_ms", "iteration (ms)"),
-    ("memory_gb", "memory (GB)"),
-    ("binding_text", "binding constraint"),
-    ("kind", "bound by"),
-]
-
-
-_LLM_TABLE = [("tp", "TP"), ("pp", "PP"), ("dp", "DP"), ("zero", "ZeRO"), ("recompute", "recompute")]
-
-
-def table_columns(front: list[dict]) -> list[tuple[str, str]]:
-    """The front table's columns; a transformer's adds its parallel degrees and tokens/s."""
-    if not front or "tokens_per_s" not in front[0]:
-        return TABLE
-    at = [k for k, _ in TABLE].index("scheme") + 1
-    return [
-        *TABLE[:at],
-        *_LLM_TABLE,
-        *TABLE[at:-2],
-        ("tokens_per_s", "tokens/s"),
-        ("mfu", "MFU"),
-        *TABLE[-2:],
-    ]
-
-
-def _cell(p: dict, key: str) -> str:
-    v = p.get(key)
-    if isinstance(v, float):
-        return f"{v:,.2f}"
-    return "" if v is None else str(v)
 
 
 def _price_text(front: list[dict]) -> str:
@@ -227,6 +211,8 @@ def _inputs_lines(data: dict) -> list[tuple[str, str]]:
     prices = _price_text(data["front"])
     if prices:
         rows.append(("prices", prices))
+    if data.get("energy"):
+        rows.append(("energy", data["energy"]))
     rows.append(
         (
             "search",
@@ -251,7 +237,7 @@ CSS = """
 body{font-family:Helvetica,Arial,sans-serif;margin:24px auto;max-width:980px;color:#222;line-height:1.4}
 h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd;padding-bottom:4px}
 table{border-collapse:collapse;font-size:12px;width:100%}th,td{border:1px solid #ddd;padding:4px 6px;text-align:right}
-th{background:#f3f3f3}td:first-child,td:nth-child(2),td:nth-child(6),td:nth-child(7),td:nth-child(12),td:nth-child(13){text-align:left}
+th{background:#f3f3f3}td:first-child,td:nth-child(2),td:nth-child(6),td:nth-child(7),td:nth-child(14),td:nth-child(15){text-align:left}
 .chart{max-width:100%;height:auto;display:block;margin:8px 0}
 .why li{margin:4px 0}.inputs td{text-align:left;vertical-align:top}.muted{color:#666;font-size:12px}
 """
@@ -300,6 +286,7 @@ def render_html(data: dict) -> str:
 <p>{len(f)} Pareto-optimal plans out of {data["evaluated"]:,} evaluated ({data["feasible"]:,} feasible).
 Fastest: {escape(f[0]["description"])}, {escape(f[0]["time_text"])} for ${f[0]["cost_usd"]:,.2f}.
 Cheapest: {escape(f[-1]["description"])}, {escape(f[-1]["time_text"])} for ${f[-1]["cost_usd"]:,.2f}.</p>
+{_dominance_html(data)}
 <h2>Pareto front</h2>
 <p class="muted">Every evaluated plan is drawn faintly ({cloud["feasible"]:,} feasible in grey,
 {cloud["infeasible"]:,} infeasible in red; {cloud["outside_axes"]:,} lie beyond the axes, far
@@ -322,6 +309,10 @@ from the front); hover a point for its plan.</p>
 """
 
 
+def _dominance_html(data: dict) -> str:
+    return f"<p class='dominance'>{escape(data['dominance'])}</p>" if data.get("dominance") else ""
+
+
 def render_markdown(data: dict, chart_dir: str = "charts") -> str:
     """The same report for a terminal or a pull request; charts are SVG files beside it."""
     f = data["front"]
@@ -330,6 +321,8 @@ def render_markdown(data: dict, chart_dir: str = "charts") -> str:
         f"{len(f)} Pareto-optimal plans out of {data['evaluated']:,} evaluated "
         f"({data['feasible']:,} feasible)."
     )
+    if data.get("dominance"):
+        lines += ["", data["dominance"]]
     lines += [
         "",
         "## Pareto front",

@@ -29,7 +29,9 @@ from planner.space.axes import OPTIONS
 
 def _columns(objectives) -> list[str]:
     """CSV columns: one per objective first, then the plan's axes, then its breakdown."""
-    obj = ["time_to_train_s", "cost_usd"] + (["memory_gb"] if "memory" in objectives else [])
+    third = {"memory": ["memory_gb"], "energy": ["energy_kwh"]}
+    obj = ["time_to_train_s", "cost_usd"] + [c for o in objectives for c in third.get(o, [])]
+    obj += [c for c in ("energy_kwh", "co2_kg") if c not in obj]
     return obj + PLAN_AXES + [c for c in PLAN_BREAKDOWN if c not in obj]
 
 
@@ -39,7 +41,7 @@ def _trial_rows(scorer, cols: dict, m: dict, feasible: np.ndarray) -> list[dict]
     ms = {f"{k}_ms": m[f"{k}_s"] * 1e3 for k in ("forward", "backward", "update", "comm", "iteration")}
     rows = []
     for i in range(len(feasible)):
-        row = {"time_to_train_s": float(m["time_to_train_s"][i]), "cost_usd": float(m["cost_usd"][i])}
+        row = {k: float(m[k][i]) for k in ("time_to_train_s", "cost_usd", "energy_kwh", "co2_kg")}
         row.update({k: _cell(v[i]) for k, v in axes.items()})
         row.update({k: float(v[i]) for k, v in ms.items()})
         row["throughput_samples_s"] = float(m["throughput_samples_s"][i])
@@ -93,6 +95,27 @@ def _scaling(scorer, cols: dict, keep: np.ndarray, front: list[dict]) -> dict:
     return out
 
 
+def _rivals(scorer, cols: dict, m: dict, feasible: np.ndarray, on_front: set[str]) -> list[dict]:
+    """Per GPU type off the front: its fastest feasible plan's time and cost, and its cheapest's."""
+    out = []
+    t, c = m["time_to_train_s"], m["cost_usd"]
+    for g, name in enumerate(scorer.devices.names):
+        sel = np.flatnonzero(feasible & (cols["gpu"] == g) & np.isfinite(c))
+        if name in on_front or sel.size == 0:
+            continue
+        f, k = sel[np.argmin(t[sel])], sel[np.argmin(c[sel])]
+        out.append(
+            {
+                "gpu": name,
+                "fast_s": float(t[f]),
+                "fast_usd": float(c[f]),
+                "cheap_s": float(t[k]),
+                "cheap_usd": float(c[k]),
+            }
+        )
+    return out
+
+
 def plan_file(p: dict, req: OptimizeRequest) -> dict:
     """A front plan as a self-describing JSON document `planner estimate --plan` reads."""
     return {
@@ -123,18 +146,23 @@ def plan_file(p: dict, req: OptimizeRequest) -> dict:
                 "iteration_ms",
                 "time_to_train_s",
                 "cost_usd",
+                "energy_kwh",
                 "memory_gb",
             )
         },
     }
 
 
+PARETO_OBJECTIVES = (("time", "cost"), ("time", "cost", "energy"), ("time", "cost", "memory"))
+
+
 def check_objectives(text: str) -> list[str]:
-    """`planner pareto` takes time,cost or time,cost,memory."""
-    objectives = [o.strip() for o in text.split(",")]
-    if objectives not in (["time", "cost"], ["time", "cost", "memory"]):
-        raise BadInput(f"--objectives '{text}' must be time,cost or time,cost,memory")
-    return objectives
+    """`planner pareto` takes time,cost, time,cost,energy or time,cost,memory."""
+    objectives = tuple(o.strip() for o in text.split(","))
+    if objectives not in PARETO_OBJECTIVES:
+        valid = ", ".join(",".join(o) for o in PARETO_OBJECTIVES)
+        raise BadInput(f"--objectives '{text}' (valid: {valid})")
+    return list(objectives)
 
 
 def pareto_report(out: Outcome, req: OptimizeRequest) -> tuple[dict, dict[str, str]]:
@@ -164,6 +192,8 @@ def pareto_report(out: Outcome, req: OptimizeRequest) -> tuple[dict, dict[str, s
         search=search,
         versions=versions(),
         constraints=scorer.limits.summary(),
+        rivals=_rivals(scorer, cols, m, src.feasible[valid], {p["gpu"] for p in front}),
+        energy=scorer.energy.describe(),
     )
     columns = _columns(out.objectives)
     files = report.render_files(data)

@@ -12,6 +12,13 @@ from planner.report import charts
 from planner.result.records import PLAN_COLUMNS
 from planner.units import duration
 
+# objective -> (metric, pivot title) of the summary's pivot tables
+PIVOTS = {
+    "time": ("time_to_train_s", "Fastest plan per net and budget"),
+    "cost": ("cost_usd", "Cheapest plan per net and budget"),
+    "energy": ("energy_kwh", "Least-energy plan per net and budget"),
+}
+
 
 def _label(v) -> str:
     return "+".join(str(x) for x in v) if isinstance(v, list) else str(v)
@@ -53,7 +60,7 @@ def collect_data(name: str, statuses: list) -> dict:
                 {"study": cell.study, "budget": base["budget"], "front": result["pareto"]}
             )
     pivots = {}
-    for objective, metric in (("time", "time_to_train_s"), ("cost", "cost_usd")):
+    for objective, (metric, _) in PIVOTS.items():
         table: dict[str, dict[str, dict]] = {}
         for r in rows:
             if r["objective"] == objective and r.get(metric) is not None:
@@ -74,10 +81,17 @@ def _pivot(table: dict, metric: str) -> tuple[list[str], list[tuple[str, list]]]
             if r is None:
                 cells.append(None)
                 continue
-            val = duration(r[metric]) if metric == "time_to_train_s" else f"${r[metric]:,.2f}"
+            val = _value(metric, r[metric])
             cells.append((val, f"{r['gpus']} x {r['gpu']}"))
         rows.append((net, cells))
     return budgets, rows
+
+
+def _value(metric: str, v: float) -> str:
+    """A pivot cell's value: a duration, dollars or kWh."""
+    if metric == "time_to_train_s":
+        return duration(v)
+    return f"{v:,.1f} kWh" if metric == "energy_kwh" else f"${v:,.2f}"
 
 
 def _pivot_md(title: str, table: dict, metric: str) -> list[str]:
@@ -89,14 +103,15 @@ def _pivot_md(title: str, table: dict, metric: str) -> list[str]:
 
 
 def _study_cells(r: dict) -> list[str]:
-    """study, state, trials, best plan, time to train, cost: one row of the studies table."""
+    """study, state, trials, best plan, time to train, cost, energy: one row of the studies table."""
     if r.get("gpu"):
         plan = f"{r['gpus']} x {r['gpu']}, {r['batch_per_worker']}/GPU, {r['scheme']}"
     else:
         plan = r.get("note", "")
     t = duration(r["time_to_train_s"]) if r.get("time_to_train_s") is not None else ""
     c = f"${r['cost_usd']:,.2f}" if r.get("cost_usd") is not None else ""
-    return [r["study"], r["state"], str(r["trials"]), plan, t, c]
+    e = f"{r['energy_kwh']:,.1f} kWh" if r.get("energy_kwh") is not None else ""
+    return [r["study"], r["state"], str(r["trials"]), plan, t, c, e]
 
 
 def render_markdown(data: dict) -> str:
@@ -106,28 +121,28 @@ def render_markdown(data: dict) -> str:
     if data["missing"]:
         lines.append(f"Not done yet: {', '.join(data['missing'])}.")
     lines.append("")
-    if "time" in data["pivots"]:
-        lines += _pivot_md("Fastest plan per net and budget", data["pivots"]["time"], "time_to_train_s")
-    if "cost" in data["pivots"]:
-        lines += _pivot_md("Cheapest plan per net and budget", data["pivots"]["cost"], "cost_usd")
+    for objective, (metric, title) in PIVOTS.items():
+        if objective in data["pivots"]:
+            lines += _pivot_md(title, data["pivots"][objective], metric)
     for net, studies in data["fronts"].items():
         lines += [f"### Pareto front of {net}", ""]
         for s in studies:
             lines.append(f"Budget {s['budget']}:")
             lines.append("")
-            lines.append("| GPUs | GPU | batch/GPU | scheme | time to train | cost |")
-            lines.append("|---|---|---|---|---|---|")
+            lines.append("| GPUs | GPU | batch/GPU | scheme | time to train | cost | energy |")
+            lines.append("|---|---|---|---|---|---|---|")
             for p in s["front"]:
+                kwh = "" if p.get("energy_kwh") is None else f"{p['energy_kwh']:,.1f} kWh"
                 lines.append(
                     f"| {p['gpus']} | {p['gpu']} | {p['batch_per_worker']} | {p['scheme']} | "
-                    f"{duration(p['time_to_train_s'])} | ${p['cost_usd']:,.2f} |"
+                    f"{duration(p['time_to_train_s'])} | ${p['cost_usd']:,.2f} | {kwh} |"
                 )
             lines.append("")
     lines += [
         "## All studies",
         "",
-        "| study | state | trials | best plan | time to train | cost |",
-        "|---|---|---|---|---|---|",
+        "| study | state | trials | best plan | time to train | cost | energy |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in data["rows"]:
         lines.append("| " + " | ".join(_study_cells(r)) + " |")
@@ -192,14 +207,13 @@ def render_html(data: dict) -> str:
         )
         return f"<h2>{escape(title)}</h2><table class='pivot'><tr><th>net</th>{head}</tr>{trs}</table>"
 
-    if "time" in data["pivots"]:
-        body.append(pivot("Fastest plan per net and budget", data["pivots"]["time"], "time_to_train_s"))
-    if "cost" in data["pivots"]:
-        body.append(pivot("Cheapest plan per net and budget", data["pivots"]["cost"], "cost_usd"))
+    for objective, (metric, title) in PIVOTS.items():
+        if objective in data["pivots"]:
+            body.append(pivot(title, data["pivots"][objective], metric))
     for net, studies in data["fronts"].items():
         body.append(f"<h2>Pareto front of {escape(net)}</h2>{_front_svg(net, studies)}")
     head = "".join(
-        f"<th>{h}</th>" for h in ("study", "state", "trials", "best plan", "time to train", "cost")
+        f"<th>{h}</th>" for h in ("study", "state", "trials", "best plan", "time to train", "cost", "energy")
     )
     rows = [
         "<tr>" + "".join(f"<td>{escape(x)}</td>" for x in _study_cells(r)) + "</tr>" for r in data["rows"]

@@ -53,6 +53,7 @@ def _best_lines(result) -> list[str]:
         f"memory {b['memory_gb']:.1f} of {b['device_memory_gb']:.0f} GB",
         *_transformer_lines(b),
         *_price_line(b),
+        *_energy_line(b, result),
         f"  per iteration: forward {b['forward_ms']:,.2f} ms, backward {b['backward_ms']:,.2f} ms, "
         f"update {b['update_ms']:,.2f} ms, communication {b['comm_ms']:,.2f} ms"
         + (f", overhead {b['overhead_ms']:,.2f} ms" if b.get("overhead_ms") else ""),
@@ -75,6 +76,16 @@ def _price_line(b: dict) -> list[str]:
     if b.get("usd_per_gpu_hour") is None or not b.get("price_source"):
         return []
     return [f"  price ${b['usd_per_gpu_hour']:,.2f} per GPU-hour ({b['price_source']})"]
+
+
+def _energy_line(b: dict, result) -> list[str]:
+    """Energy at the meter and CO2 of the plan, and the parameters they use."""
+    if b.get("energy_kwh") is None:
+        return []
+    return [
+        f"  energy {b['energy_kwh']:,.2f} kWh, {b['co2_kg']:,.2f} kg CO2"
+        + (f" ({result.energy})" if getattr(result, "energy", "") else "")
+    ]
 
 
 def _sensitivity_lines(b: dict, top: int = 4) -> list[str]:
@@ -141,10 +152,17 @@ def _alternatives_lines(result) -> list[str]:
             a,
             time_to_train=duration(a["time_to_train_s"]),
             cost="-" if a["cost_usd"] is None else f"${a['cost_usd']:,.2f}",
+            energy="-" if a.get("energy_kwh") is None else f"{a['energy_kwh']:,.1f}",
         )
         for a in plans
     ]
-    cols = [*HEADERS, ("time_to_train", "time to train"), ("cost", "cost"), ("iteration_ms", "iter ms")]
+    cols = [
+        *HEADERS,
+        ("time_to_train", "time to train"),
+        ("cost", "cost"),
+        ("energy", "kWh"),
+        ("iteration_ms", "iter ms"),
+    ]
     head = ["", "Pareto front:" if result.pareto else "Next best:"]
     return head + ["  " + x for x in table(alts, cols, 2).splitlines()]
 

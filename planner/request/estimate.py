@@ -63,9 +63,15 @@ class EstimateRequest:
             or self.microbatch is not None
             or self.global_batch is not None
         )
+    pue: float | None = None  # data-centre PUE; None: configs/energy.toml's
+    grid_intensity: float | None = None  # gCO2 per kWh; None: configs/energy.toml's
 
 
 def validate(req: EstimateRequest) -> None:
+    from planner import catalog
+    from planner.energy import with_options
+
+    with_options(catalog.energy_defaults(), req.pue, req.grid_intensity)
     if req.batch is not None and req.batch < 1:
         raise BadInput(f"--batch must be a positive integer, got {req.batch}")
     if not req.workers or min(req.workers) < 1:

@@ -13,6 +13,7 @@ import numpy as np
 
 from costs.hardware import PRECISIONS
 from planner import catalog, pricing
+from planner.energy import Energy, with_options
 from planner.errors import BadInput
 from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel, loader_for
@@ -43,6 +44,9 @@ class OptimizeRequest:
     prices: tuple[str, ...] = ()  # DEVICE=USD per GPU-hour overrides of prices.toml
     provider: str | None = None  # "aws,lambda": price from these providers only; None: all
     pricing: str = "on-demand"  # on-demand | spot | reserved (1-year) | reserved-3y
+    owned: tuple[str, ...] = ()  # DEVICE:COUNT[@USD_PER_GPU_HOUR]: your GPUs, priced 0 or at that rate
+    pue: float | None = None  # data-centre PUE; None: configs/energy.toml's
+    grid_intensity: float | None = None  # gCO2 per kWh; None: configs/energy.toml's
     network: str = defaults.NETWORK
     epochs: float | None = None
     dataset_size: int | None = None
@@ -91,6 +95,8 @@ class Problem:
     @property
     def global_batch(self) -> int | None:
         return self.request.global_batch
+    energy: Energy | None = None  # energy parameters (defaults with --pue, --grid-intensity)
+    gpu_caps: np.ndarray | None = None  # most GPUs per key of ``gpus`` (owned), inf: no cap
 
     def axis_option(self, name: str) -> str | None:
         """The user's text for a declared axis's option, or None when not given."""
@@ -124,6 +130,26 @@ def parse_prices(values: tuple[str, ...] | list[str]) -> dict[str, float]:
         if not sep or price <= 0:
             raise BadInput(f"--price '{raw}' is not DEVICE=USD_PER_GPU_HOUR, e.g. H100_SXM=2.49")
         out[catalog.device(key.strip()).key] = price
+    return out
+
+
+_OWNED_FORM = "DEVICE:COUNT or DEVICE:COUNT@USD_PER_GPU_HOUR, e.g. A100_80GB:16 or A100_80GB:16@0.80"
+
+
+def parse_owned(values: tuple[str, ...] | list[str]) -> dict[str, tuple[int, float]]:
+    """``--owned A100_80GB:16@0.80`` -> {device key: (GPUs owned, USD per GPU-hour)}; the rate is 0
+    (no marginal price) when not given."""
+    out: dict[str, tuple[int, float]] = {}
+    for raw in values:
+        name, sep, rest = raw.partition(":")
+        count, at, rate = rest.partition("@")
+        try:
+            n, usd = int(count.strip()), float(rate.strip().lstrip("$")) if at else 0.0
+        except ValueError:
+            n, usd = 0, 0.0
+        if not sep or not name.strip() or n < 1 or not 0 <= usd < float("inf"):
+            raise BadInput(f"--owned '{raw}' is not {_OWNED_FORM}")
+        out[catalog.device(name.strip()).key] = (n, usd)
     return out
 
 
@@ -231,11 +257,19 @@ def price_table(req: OptimizeRequest) -> tuple[dict, str]:
     return table, f"{kind} price" + (f" from {', '.join(keep)}" if keep else "")
 
 
-def _price_columns(gpus, table: dict, overrides: dict[str, float]) -> tuple[np.ndarray, tuple[str, ...]]:
+def _price_columns(
+    gpus, table: dict, overrides: dict[str, float], owned: dict[str, tuple[int, float]]
+) -> tuple[np.ndarray, tuple[str, ...]]:
     """USD per GPU-hour per device (NaN when unknown) and where each comes from."""
     usd, src = [], []
     for k in gpus:
-        if k in overrides:
+        if k in owned:
+            n, rate = owned[k]
+            usd.append(rate)
+            src.append(
+                f"owned ({n} GPUs, " + (f"${rate:g}/GPU-h amortised)" if rate else "no marginal price)")
+            )
+        elif k in overrides:
             usd.append(overrides[k])
             src.append("your --price")
         elif k in table:
@@ -254,8 +288,11 @@ def validate(req: OptimizeRequest) -> Problem:
     deadline = parse_duration(req.deadline)
     _check_numbers(req)
     prices = parse_prices(req.prices)
+    owned = parse_owned(req.owned)
+    energy = with_options(catalog.energy_defaults(), req.pue, req.grid_intensity)
     table, what = price_table(req)
-    gpus = select_gpus(req.gpu, prices, "cost" in objectives or max_usd is not None, table)
+    priced = {**prices, **{k: usd for k, (_, usd) in owned.items()}}
+    gpus = select_gpus(req.gpu, priced, "cost" in objectives or max_usd is not None, table)
     if not gpus:
         raise BadInput(f"no device has a {what} in prices.toml (see `planner list prices`)")
     net_info = catalog.network(req.network)
@@ -264,11 +301,14 @@ def validate(req: OptimizeRequest) -> Problem:
     req = _resolved(req, costs, llm is not None)
     epochs, dataset = _training(req, costs)
     infos = tuple(catalog.device(k) for k in gpus)
-    usd, sources = _price_columns(gpus, table, prices)
+    usd, sources = _price_columns(gpus, table, prices, owned)
+    caps = np.array([owned[k][0] if k in owned else np.inf for k in gpus], dtype=float)
     return Problem(
         request=req,
         objectives=objectives,
-        limits=Limits(max_gpus, max_usd, deadline, req.max_global_batch, req.min_global_batch),
+        limits=Limits(
+            max_gpus, max_usd, deadline, req.max_global_batch, req.min_global_batch, owned=bool(owned)
+        ),
         gpus=tuple(gpus),
         devices=infos,
         network=net_info,
@@ -281,6 +321,8 @@ def validate(req: OptimizeRequest) -> Problem:
         ),
         price_sources=sources,
         llm=llm,
+        energy=energy,
+        gpu_caps=caps,
     )
 
 

@@ -33,6 +33,7 @@ def explain(best: dict, baseline: dict) -> list[str]:
         )
     reasons = {
         "budget_gpus": f"the GPU budget binds: it uses {best['gpus']} GPUs",
+        "owned_gpus": f"the GPUs you own bind: it uses all {best['gpus']} {best['gpu']}",
         "budget_usd": "the money budget binds",
         "deadline": "the deadline binds",
         "memory": f"memory binds: {best['memory_gb']:.1f} of {best['device_memory_gb']:.0f} GB per GPU",
@@ -121,6 +122,7 @@ def _why_none(name: str, lim, sel: dict, scorer: Scorer) -> str:
         ),
         "supported": lambda: "no allowed GPU has a peak for the requested precision in the catalog",
         "budget_gpus": lambda: f"no plan uses {lim.max_gpus} GPUs or fewer",
+        "owned_gpus": lambda: "no plan uses at most the GPUs you own (--owned)",
     }
     return messages[name]()
 

@@ -33,9 +33,18 @@ class Result:
     search: dict
     baseline: dict
     request: dict = field(default_factory=dict)
+    energy: str = ""  # the energy model's parameters in words (PUE, grid intensity, powers)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _gap(found: float, opt: float) -> float:
+    """The search's relative distance to the optimum (an optimum of 0, e.g. the cost of owned GPUs
+    at no marginal price: 0 when found, else inf)."""
+    if found == opt:
+        return 0.0
+    return (found - opt) / abs(opt) if opt else float("inf")
 
 
 def _certified(out: Outcome) -> Scored:
@@ -51,7 +60,7 @@ def _certified(out: Outcome) -> Scored:
     i = best_index(found)
     out.search["exhaustive_optimum"] = opt
     out.search["exhaustive_plans"] = len(full)
-    out.search["gap"] = (float(found.objectives[0, i]) - opt) / abs(opt) if i is not None else None
+    out.search["gap"] = _gap(float(found.objectives[0, i]), opt) if i is not None else None
     return full
 
 
@@ -119,4 +128,5 @@ def result(out: Outcome, req: OptimizeRequest) -> Result:
         out.search,
         base,
         request=request_dict(req),
+        energy=out.scorer.energy.describe(),
     )

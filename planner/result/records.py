@@ -24,7 +24,7 @@ PLAN_BREAKDOWN = [
     "throughput_samples_s",
     "memory_gb",
 ]
-PLAN_COLUMNS = [*PLAN_AXES, "network", "time_to_train_s", "cost_usd", *PLAN_BREAKDOWN]
+PLAN_COLUMNS = [*PLAN_AXES, "network", "time_to_train_s", "cost_usd", "energy_kwh", "co2_kg", *PLAN_BREAKDOWN]
 _MS = (
     "forward",
     "backward",
@@ -72,6 +72,8 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         throughput_samples_s=float(m["throughput_samples_s"][0]),
         time_to_train_s=float(m["time_to_train_s"][0]),
         cost_usd=None if math.isnan(cost) else float(cost),
+        energy_kwh=_number(m["energy_kwh"][0]),
+        co2_kg=_number(m["co2_kg"][0]),
         memory_gb=float(m["memory_bytes"][0] / 1e9),
         device_memory_gb=float(m["device_memory_bytes"][0] / 1e9),
     )
@@ -101,6 +103,9 @@ def _transformer_fields(scorer: Scorer, m: dict) -> dict:
         **{k: float(m[k][0]) for k in ("mfu", "hfu") if k in m},
         **{f"{k}_ms": float(m[f"{k}_s"][0] * 1e3) for k in ("bubble", "tp_comm", "pp_comm") if f"{k}_s" in m},
     )
+def _number(v) -> float | None:
+    """A float, or None when unknown (NaN)."""
+    return None if math.isnan(v) else float(v)
 
 
 def estimate_command(scorer: Scorer, rec: dict) -> str:

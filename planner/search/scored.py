@@ -25,6 +25,7 @@ _SECOND = {
     "throughput": "cost_usd",
     "cost": "time_to_train_s",
     "memory": "time_to_train_s",
+    "energy": "time_to_train_s",
 }
 
 

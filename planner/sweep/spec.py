@@ -42,6 +42,9 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "prices": (list,),
     "provider": (str,),  # aws,lambda
     "pricing": (str,),  # on-demand | spot | reserved | reserved-3y
+    "owned": (list,),  # ["A100_80GB:16", "H100_SXM:8@1.10"]
+    "pue": (int, float),
+    "grid_intensity": (int, float),  # gCO2 per kWh
     "network": (str,),
     "epochs": (int, float),
     "dataset_size": (int,),
@@ -126,11 +129,13 @@ def _axis_text(value) -> str:
 
 def _request(opts: dict, spec: SweepSpec) -> OptimizeRequest:
     axes = {a.name for a in OPTIONS}
-    kwargs = {k: v for k, v in opts.items() if k not in ("budget", "prices") and k not in axes}
+    kwargs = {k: v for k, v in opts.items() if k not in ("budget", "prices", "owned") and k not in axes}
     if "budget" in opts:
         kwargs["budget"] = _budgets(opts["budget"])
     if "prices" in opts:
         kwargs["prices"] = tuple(str(v) for v in opts["prices"])
+    if "owned" in opts:
+        kwargs["owned"] = tuple(str(v) for v in opts["owned"])
     return OptimizeRequest(
         **kwargs,
         axes=tuple((a.name, _axis_text(opts[a.name])) for a in OPTIONS if a.name in opts),

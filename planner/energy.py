@@ -1,0 +1,83 @@
+"""Energy settings: the cited defaults of configs/energy.toml, the `--pue` and `--grid-intensity`
+options, and the per-plan energy and CO2 metrics (:mod:`costs.energy` does the arithmetic).
+
+:mod:`planner.catalog` reads the file and hands its parsed TOML to :func:`parse_defaults`, which
+validates it (one-line :class:`CatalogError` naming the file, table and key).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from costs import energy
+from planner.errors import BadInput, CatalogError
+
+# table -> its value key; each table also has source and date
+_TABLES = {"gpu": "waiting_fraction", "node": "overhead_w", "pue": "value", "grid": "g_co2_per_kwh"}
+
+
+@dataclass(frozen=True)
+class Energy:
+    """The energy parameters of a run (W, fractions, gCO2/kWh)."""
+
+    waiting_fraction: float  # share of board power drawn while not computing
+    node_w: float  # a node's power besides its GPUs
+    pue: float  # facility energy / IT energy
+    grid_g_per_kwh: float  # gCO2 per kWh
+
+    def metrics(self, board_w, gpus, nodes, step_s, busy_s, steps) -> dict[str, np.ndarray]:
+        """energy_kwh and co2_kg of plans (arrays; NaN where the board power is unknown)."""
+        joules = energy.step_joules(
+            gpus, nodes, step_s, busy_s, board_w, self.waiting_fraction, self.node_w, self.pue
+        )
+        kwh = energy.training_kwh(joules, steps)
+        return {"energy_kwh": kwh, "co2_kg": energy.co2_kg(kwh, self.grid_g_per_kwh)}
+
+    def describe(self) -> str:
+        """The parameters in one line, for reports."""
+        return (
+            f"PUE {self.pue:g}, grid {self.grid_g_per_kwh:g} gCO2/kWh, GPUs at board power while "
+            f"computing and {self.waiting_fraction:.0%} of it otherwise, {self.node_w:g} W per node besides GPUs"
+        )
+
+
+def parse_defaults(data: dict, file: str = "energy.toml") -> Energy:
+    """The validated defaults of a parsed energy table."""
+    extra = set(data) - set(_TABLES)
+    if extra:
+        raise CatalogError(
+            f"{file}: unknown table(s) {', '.join(sorted(extra))} (valid: {', '.join(_TABLES)})"
+        )
+    values = {}
+    for table, key in _TABLES.items():
+        entry = data.get(table)
+        if not isinstance(entry, dict):
+            raise CatalogError(f"{file}: lacks the table [{table}]")
+        if set(entry) != {key, "source", "date"}:
+            raise CatalogError(f"{file}: [{table}] must have exactly {key}, source and date")
+        v = entry[key]
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+            raise CatalogError(f"{file}: [{table}] {key} must be a number >= 0, got {v!r}")
+        if not (isinstance(entry["source"], str) and entry["source"].strip()):
+            raise CatalogError(f"{file}: [{table}] source is empty")
+        values[table] = float(v)
+    if values["gpu"] > 1 or values["pue"] < 1:
+        raise CatalogError(f"{file}: [gpu] waiting_fraction must be in [0, 1] and [pue] value >= 1")
+    return Energy(values["gpu"], values["node"], values["pue"], values["grid"])
+
+
+def with_options(defaults: Energy, pue: float | None, grid_intensity: float | None) -> Energy:
+    """The defaults with ``--pue`` and ``--grid-intensity`` (g/kWh) applied, each checked."""
+    if pue is not None and not (1.0 <= pue < 10.0):
+        raise BadInput(f"--pue must be a number from 1 (all power to IT) to below 10, got {pue}")
+    if grid_intensity is not None and not (0.0 <= grid_intensity < 5000.0):
+        raise BadInput(f"--grid-intensity must be gCO2 per kWh from 0 to below 5000, got {grid_intensity}")
+    return Energy(
+        defaults.waiting_fraction,
+        defaults.node_w,
+        defaults.pue if pue is None else float(pue),
+        defaults.grid_g_per_kwh if grid_intensity is None else float(grid_intensity),
+    )
