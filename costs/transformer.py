@@ -81,10 +81,17 @@ def _gemm(rows: int, k: int, m: int, from_data: bool = False) -> dict[str, Cost]
 
 
 def _merge(*parts: dict[str, Cost]) -> dict[str, Cost]:
+    """The parts' costs summed per phase; the GEMM shape (which sets the tile and wave
+    utilisation of the phase's GEMM FLOPs) is that of the part with the most GEMM FLOPs, so a
+    mixture of experts is judged by its expert GEMMs, not by its narrow router."""
     out: dict[str, Cost] = {}
+    heaviest: dict[str, float] = {}
     for part in parts:
         for phase, c in part.items():
             o = out.get(phase, Cost())
+            gemm = o.gemm
+            if c.gemm is not None and (gemm is None or c.tc > heaviest[phase]):
+                gemm, heaviest[phase] = c.gemm, c.tc
             out[phase] = Cost(
                 o.tc + c.tc,
                 o.vec + c.vec,
@@ -92,7 +99,7 @@ def _merge(*parts: dict[str, Cost]) -> dict[str, Cost]:
                 o.weights + c.weights,
                 o.fixed + c.fixed,
                 o.kernels + c.kernels,
-                o.gemm or c.gemm,
+                gemm,
             )
     return out
 

@@ -171,3 +171,14 @@ def test_costs_rules_without_llm_columns_are_unchanged():
     assert not llm.applies(costs)
     assert llm.applies(catalog.net_costs("bert-large", "modern"))
     assert CostModel.of("modern").modern
+
+
+def test_a_mixture_of_experts_is_tiled_by_its_expert_gemms():
+    """The MoE layer's GEMM shape (which sets its tile and wave utilisation) is its largest GEMM,
+    the experts' up projection (tokens x top-k rows, 2 d_ff columns for SwiGLU), not the router's
+    8 columns (which put the layer at a few per cent of peak before)."""
+    m = catalog.net_costs("mixtral-8x7b", "modern").net.meta["model"]
+    sh = llm_shard.shard(m, 2, MODERN)
+    moe = int(np.flatnonzero(sh.terms.tc[:, 0] == sh.terms.tc[:, 0].max())[0])
+    assert sh.terms.gm_n[moe, 0] == m["seq_len"] * m["moe"]["top_k"]
+    assert sh.terms.gn[moe, 0] == 2 * m["d_ff"] // 2
