@@ -5,7 +5,9 @@ A profile does not replace the catalog's efficiencies device by device: it scale
 group, so what a fit learns on one GPU carries to its siblings (an H100 fit also moves H200 and
 H100 PCIe) and cited differences between devices of a generation survive. The groups:
 
-  gemm.<generation>.<precision>   scale on the GEMM/convolution fraction of peak
+  gemm.<generation>.<precision>   scale on the GEMM/convolution fraction of peak; fp16 and bf16
+                                  share one group, gemm.<generation>.16bit: the same tensor
+                                  cores run both at the same peak
   memory.<generation>             scale on the memory-bandwidth fraction
   link.<kind>                     scale on the link fraction (intra_node / inter_node)
   winograd.<generation>           scale on the Winograd FLOP reduction (kept within [1, 4])
@@ -57,7 +59,7 @@ class Profile:
         wino = eff.winograd.copy()
         for i, g in enumerate(gen):
             for j, p in enumerate(PRECISIONS):
-                gemm[i, j] *= self.scales.get(f"gemm.{g}.{p}", 1.0)
+                gemm[i, j] *= self.scales.get(gemm_key(g, p), 1.0)
             memory[i] *= self.scales.get(f"memory.{g}", 1.0)
             wino[i] *= self.scales.get(f"winograd.{g}", 1.0)
         for i, x in enumerate(eff.links):
@@ -107,11 +109,16 @@ class Space:
         return self.profile(theta).apply(self.base)
 
 
+def gemm_key(generation: str, precision: str) -> str:
+    """The GEMM scale group of a generation and precision (fp16 and bf16 are one: 16bit)."""
+    return f"gemm.{generation}.{'16bit' if precision in ('fp16', 'bf16') else precision}"
+
+
 def _gemm_groups(runs, base: Efficiency, index: dict[str, int]) -> dict[str, float]:
     """gemm.<generation>.<precision> groups the runs exercise, with their largest default."""
     out: dict[str, float] = {}
     for r in runs:
-        key = f"gemm.{_generation(r.device)}.{r.precision}"
+        key = gemm_key(_generation(r.device), r.precision)
         value = float(base.gemm[index[r.device], PRECISIONS.index(r.precision)])
         out[key] = max(out.get(key, value), value)
     return dict(sorted(out.items()))
