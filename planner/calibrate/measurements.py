@@ -6,7 +6,9 @@ Optional: ``accumulation`` (microbatches per optimizer step, default 1), ``seq_l
 ``date``, ``notes`` and anything else (kept, not read).
 
 ``metric`` is ``samples_per_s`` (all GPUs together) or ``iteration_ms`` (forward + backward +
-update, one optimizer step). A bad row is one error naming the file, the row (1-based, header
+update, one optimizer step); ``out_of_memory`` rows (a batch that did not fit, as
+``planner profile`` writes them) are skipped. Rows measured on the CPU (device ``cpu``) are
+refused: a GPU's profile is fitted from GPU runs. A bad row is one error naming the file, the row (1-based, header
 excluded) and the column, and nothing is read.
 """
 
@@ -118,6 +120,10 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
     net = row.text("net")
     if net not in nets and not Path(net).suffix == ".json":
         raise row.fail("net", f"unknown net '{net}' (valid: {', '.join(sorted(nets))}, or a .json spec)")
+    if row.text("device", allow_empty=True) == "cpu":
+        raise row.fail(
+            "device", "measured on the CPU: a GPU profile is fitted from GPU runs (run planner profile on the GPU)"
+        )
     device = row.choice("device", devices, "device")
     precision = row.choice("precision", PRECISIONS, "precision")
     if precision not in devices[device].device.peak_flops:
@@ -174,12 +180,13 @@ def load(path: str | Path) -> list[Run]:
         raise BadInput(f"{name}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise BadInput(f"{name}: not a UTF-8 text file") from None
-    if not rows:
-        raise BadInput(f"{name}: no measured runs (only a header)")
+    ran = [(i, r) for i, r in enumerate(rows, start=1) if (r.get("metric") or "").strip() != "out_of_memory"]
+    if not ran:
+        raise BadInput(f"{name}: no measured runs (only a header or out-of-memory rows)")
     nets = set(catalog.zoo()) | set(catalog.NET_ALIASES)
     devices = catalog.devices()
     networks = catalog.networks()
-    return [_parse(_Row(name, i, r), nets, devices, networks) for i, r in enumerate(rows, start=1)]
+    return [_parse(_Row(name, i, r), nets, devices, networks) for i, r in ran]
 
 
 def shipped() -> list[Path]:
