@@ -31,7 +31,11 @@ class LayerFmt(str, Enum):
 def _require_torch() -> None:
     from planner.errors import BadInput
 
-    if importlib.util.find_spec("torch") is None:
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):  # a broken or blocked torch
+        found = False
+    if not found:
         raise BadInput(INSTALL_HINT)
 
 
