@@ -122,7 +122,8 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         raise row.fail("net", f"unknown net '{net}' (valid: {', '.join(sorted(nets))}, or a .json spec)")
     if row.text("device", allow_empty=True) == "cpu":
         raise row.fail(
-            "device", "measured on the CPU: a GPU profile is fitted from GPU runs (run planner profile on the GPU)"
+            "device",
+            "measured on the CPU: a GPU profile is fitted from GPU runs (run planner profile on the GPU)",
         )
     device = row.choice("device", devices, "device")
     precision = row.choice("precision", PRECISIONS, "precision")
