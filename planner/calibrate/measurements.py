@@ -8,8 +8,8 @@ Optional: ``accumulation`` (microbatches per optimizer step, default 1), ``seq_l
 ``metric`` is ``samples_per_s`` (all GPUs together) or ``iteration_ms`` (forward + backward +
 update, one optimizer step); ``out_of_memory`` rows (a batch that did not fit, as
 ``planner profile`` writes them) are skipped. Rows measured on the CPU (device ``cpu``) are
-refused: a GPU's profile is fitted from GPU runs. A bad row is one error naming the file, the row (1-based, header
-excluded) and the column, and nothing is read.
+refused: a GPU's profile is fitted from GPU runs. A bad row is one error naming the file, the
+row (1-based, header excluded) and the column, and nothing is read.
 """
 
 from __future__ import annotations

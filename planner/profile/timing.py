@@ -4,7 +4,7 @@ over ``steps`` timed steps after ``warmup`` untimed ones (cuDNN autotuning, allo
 On a GPU, CUDA events recorded on the stream around each phase (no synchronisation inside a
 step); on the CPU, ``time.perf_counter`` (CPU kernels finish before they return). Mixed
 precision is ``torch.autocast`` with fp32 master weights (fp16 with a gradient scaler), CNNs in
-channels-last memory format, as the reference loop in benchmarks/torch_reference_loop.py does.
+channels-last memory format, ``cudnn.benchmark`` on, as the reference loop in benchmarks/torch_reference_loop.py does.
 """
 
 from __future__ import annotations
@@ -123,6 +123,7 @@ class Trainer:
 
     def __init__(self, net: Net, n: int, device: torch.device, opts: Options):
         self.device, self.opts = device, opts
+        torch.backends.cudnn.benchmark = True  # autotuned convolutions (the warm-up steps pay)
         cl = channels_last(net, opts.precision)
         self.model = SpecModel(net).to(device)
         if cl:
