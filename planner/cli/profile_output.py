@@ -134,4 +134,5 @@ def _layers_text(n: int, t, key: str | None) -> None:
     keep = lambda cols: [c for c in cols if has or not c[0].startswith(("predicted", "error", "ratio"))]  # noqa: E731
     typer.echo(render.table(compare.shares_for_text(t["shares"]), keep(compare.SHARE_COLUMNS), 2))
     typer.echo("")
-    typer.echo(render.table(t["rows"], keep(compare.ROW_COLUMNS), 3))
+    rows = [{k: ("" if v is None else v) for k, v in r.items()} for r in t["rows"]]
+    typer.echo(render.table(rows, keep(compare.ROW_COLUMNS), 3))

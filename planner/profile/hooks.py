@@ -12,7 +12,6 @@ perf_counter on the CPU.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,7 +21,8 @@ from planner.profile.timing import Trainer
 
 @dataclass(frozen=True)
 class LayerTimes:
-    """Median seconds: per layer (L,) forward and backward; optimizer; the whole hooked step."""
+    """Seconds: per layer (L,) forward and backward; optimizer; the whole hooked step. Means over
+    the middle half of the timed steps (ranked by step time), so the parts add up to the step."""
 
     forward: np.ndarray
     backward: np.ndarray
@@ -66,7 +66,7 @@ def _segments(marks: list, end, clock, n: int) -> np.ndarray:
 
 
 def measure_layers(trainer: Trainer, steps: int, warmup: int) -> LayerTimes:
-    """Per-layer medians over ``steps`` hooked training steps after ``warmup``."""
+    """Per-layer times of ``steps`` hooked training steps after ``warmup`` (see LayerTimes)."""
     n = len(trainer.model.nodes)
     marks = _Marks(trainer)
     runs = []
@@ -82,6 +82,16 @@ def measure_layers(trainer: Trainer, steps: int, warmup: int) -> LayerTimes:
     c = trainer.clock
     fwd = np.array([_segments(f, m[1], c, n) for f, _, m in runs])
     bwd = np.array([_segments(b, m[2], c, n) for _, b, m in runs])
-    opt = statistics.median(c.seconds(m[2], m[3]) for *_, m in runs)
-    step = statistics.median(c.seconds(m[0], m[3]) for *_, m in runs)
-    return LayerTimes(np.median(fwd, axis=0), np.median(bwd, axis=0), opt, step)
+    opt = np.array([c.seconds(m[2], m[3]) for *_, m in runs])
+    step = np.array([c.seconds(m[0], m[3]) for *_, m in runs])
+    keep = _middle_half(step)
+    return LayerTimes(
+        fwd[keep].mean(axis=0), bwd[keep].mean(axis=0), float(opt[keep].mean()), float(step[keep].mean())
+    )
+
+
+def _middle_half(x: np.ndarray) -> np.ndarray:
+    """Indices of the middle half of ``x`` by rank (the median one when there are few)."""
+    order = np.argsort(x, kind="stable")
+    k = len(x) // 4
+    return order[k : len(x) - k] if len(x) - 2 * k >= 1 else order[len(x) // 2 : len(x) // 2 + 1]
