@@ -124,6 +124,7 @@ def test_layers_account_for_the_step_and_match_the_estimate(capsys):
     assert len(names) == 15 + 2 and {"optimizer step", "other (unattributed)"} <= set(names)
     assert sum(r["measured_ms"] for r in t["rows"]) == pytest.approx(t["measured_step_ms"], rel=1e-6)
     assert t["layers_cover"] >= 0.9
+    assert t["plain_step_ms"] > 0  # the same step without the per-layer marks
     errors = [abs(r["error_ms"]) for r in t["rows"]]
     assert errors == sorted(errors, reverse=True)
     assert [s["category"] for s in t["shares"]][-2:] == ["optimizer", "other"]
@@ -140,6 +141,20 @@ def test_layers_account_for_the_step_and_match_the_estimate(capsys):
     assert upd == pytest.approx(e["update_ms"], rel=1e-6)
     bwd = sum(r["predicted_bwd_ms"] for r in t["rows"] if r["type"])
     assert bwd == pytest.approx(e["backward_ms"], rel=1e-6)
+
+
+def test_hugging_face_config(capsys, tmp_path):
+    """A Llama-family config.json (a narrow one) profiles as the zoo's transformers do."""
+    cfg = {
+        "model_type": "llama", "hidden_act": "silu", "hidden_size": 64, "intermediate_size": 96,
+        "max_position_embeddings": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+        "num_key_value_heads": 2, "tie_word_embeddings": True, "vocab_size": 300,
+    }  # fmt: skip
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    code, out, err = run(capsys, "profile", str(path), "--seq-len", "16", "--batch", "2", *FAST)
+    assert code == 0, err
+    assert "config.json on" in out and " ok " in out
 
 
 @pytest.mark.parametrize("precision, optimizer", [("bf16", "adam"), ("fp16", "sgd")])

@@ -91,8 +91,10 @@ def profile(
         str | None, typer.Option(help="Calibration profile for the predictions (default: the shipped one).")
     ] = None,
 ) -> None:
-    """Time real training steps of NET (forward, backward, optimizer; median after warm-up) on the
-    local accelerator with PyTorch, built from planner's own spec; rows for `planner calibrate`."""
+    """Measure training steps on the local GPU (or CPU) with PyTorch: rows for calibrate.
+
+    NET is built from planner's own spec; forward, backward and optimizer step are timed, the
+    median over --steps after --warmup. --layers compares each layer with the cost model."""
     _require_torch()
     from planner.cli.profile_output import print_layers, print_steps
     from planner.profile.run import Request

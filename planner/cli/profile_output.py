@@ -126,9 +126,11 @@ def _layers_text(n: int, t, key: str | None) -> None:
         if key
         else " (no prediction: give --device-key)"
     )
+    plain = t.get("plain_step_ms")
+    marks = f" (without the per-layer marks: {plain:,.2f} ms)" if plain else ""
     typer.echo(
-        f"\nbatch {n}: measured step {t['measured_step_ms']:,.2f} ms{pred}; the layers and the optimizer "
-        f"account for {t['layers_cover']:.1%} of the measured step, the rest is 'other'"
+        f"\nbatch {n}: measured step {t['measured_step_ms']:,.2f} ms{marks}{pred}; the layers and the "
+        f"optimizer account for {t['layers_cover']:.1%} of it, the rest is 'other'"
     )
     has = key is not None
     keep = lambda cols: [c for c in cols if has or not c[0].startswith(("predicted", "error", "ratio"))]  # noqa: E731

@@ -102,7 +102,7 @@ def _layers(net, n: int, device: torch.device, opts: timing.Options, predicted):
     try:
         trainer = timing.Trainer(net, n, device, opts)
         measured = measure_layers(trainer, opts.steps, opts.warmup)
-        return compare.table(net, measured, predicted)
+        out = compare.table(net, measured, predicted)
     except (RuntimeError, MemoryError) as exc:
         if not timing.is_oom(exc):
             raise
@@ -110,3 +110,5 @@ def _layers(net, n: int, device: torch.device, opts: timing.Options, predicted):
     finally:
         del trainer
         timing.free(device)
+    plain = timing.measure(net, n, device, opts)  # the same step without the marks, for scale
+    return out | {"plain_step_ms": plain.step * 1e3 if plain.status == "ok" else None}
