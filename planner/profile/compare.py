@@ -4,7 +4,9 @@ Rows: every layer (forward, backward, total; measured and predicted, in ms), the
 step, and ``other``, the part of the measured step no layer mark covers (before the first
 mark, between phases, after the last), against the predicted host overhead. Sorted by absolute
 error. Shares per layer type class (convolution, matmul, norm, activation, pooling, attention,
-optimizer, other) of the measured and the predicted step. No torch here.
+optimizer, other) of the measured and the predicted step. The model counts an implied ReLU on
+the layer it follows (:mod:`costs.roofline`); when a BatchNorm comes between, the ReLU runs
+after it and is measured in the BatchNorm's row. No torch here.
 """
 
 from __future__ import annotations
