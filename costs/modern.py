@@ -245,3 +245,11 @@ def evaluate(
         overhead,
         input_stall,
     )
+
+
+def layer_seconds(costs, devices: DeviceTable, efficiency: Efficiency, device: int, precision: int, batch: int):
+    """GPU seconds per layer of one (device, precision, batch): forward and backward (data and
+    weight gradients), (L,) each, as :func:`evaluate` sums them."""
+    one = lambda v: np.array([v], dtype=np.int64)  # noqa: E731
+    c = _combos(roofline.terms(costs), devices, efficiency, one(device), one(precision), one(batch))
+    return np.diff(c.fwd[:, 0]), np.diff(c.bwd[:, 0])

@@ -300,3 +300,10 @@ def phase_times(
     kernels = t.kernels[sl, :, None] + t.mixed_kernels[sl, :, None] * mixed
     gpu = np.maximum(np.maximum(comp, nbytes / bw), kernels * kernel_min)
     return np.where(kernels > 0, gpu, 0.0), kernels
+
+
+def implied_activations(net: Net) -> frozenset[str]:
+    """Names of the layers whose output the modern rules follow by an implied ReLU (counted
+    on that layer; see the module docstring), for builders that run the net for real."""
+    kids = _children(net)
+    return frozenset(s.name for s in net.layers if _implied_activation(s, kids))

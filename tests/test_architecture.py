@@ -150,3 +150,59 @@ def test_complexity(module):
         if b.complexity > MAX_COMPLEXITY
     ]
     assert not worst, f"{path.relative_to(ROOT)}: cyclomatic complexity above {MAX_COMPLEXITY}: {worst}"
+
+
+# PyTorch is the optional extra of `planner profile`: only these modules import it (directly or
+# through each other), and the CLI imports them only after checking that torch is installed.
+TORCH_MODULES = {
+    "planner.profile.builder",
+    "planner.profile.cnn",
+    "planner.profile.device",
+    "planner.profile.hooks",
+    "planner.profile.peaks",
+    "planner.profile.run",
+    "planner.profile.timing",
+    "planner.profile.transformer",
+}
+
+
+def _imports_torch(path: Path) -> bool:
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module]
+        if any(n == "torch" or n.startswith("torch.") for n in names):
+            return True
+    return False
+
+
+def test_only_the_profile_modules_import_torch():
+    direct = {m for m, p in MODULES.items() if _imports_torch(p)}
+    through = {m for m, deps in GRAPH.items() if deps & TORCH_MODULES}
+    assert direct <= TORCH_MODULES
+    assert through <= TORCH_MODULES | {"planner.cli.profile"}  # imports them inside its function
+    assert {"planner.profile.cnn", "planner.profile.timing"} <= direct  # the check sees real imports
+
+
+def test_every_other_module_imports_with_torch_blocked():
+    """Each module of costs/ and planner/ but the torch ones imports in a Python where
+    ``import torch`` fails, and `planner profile` then says how to install it (exit 2)."""
+    import subprocess
+    import sys
+
+    others = sorted(set(MODULES) - TORCH_MODULES - {"planner.__main__"})  # __main__ runs the CLI
+    code = (
+        "import sys; sys.modules['torch'] = None\n"  # None in sys.modules makes the import fail
+        "import importlib\n"
+        f"for m in {others!r}: importlib.import_module(m)\n"
+        "from planner.cli import main\n"
+        "code = main(['profile', 'alexnet'])\n"
+        "assert 'torch' not in sys.modules or sys.modules['torch'] is None\n"
+        "sys.exit(code)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines() == [
+        "error: planner profile needs PyTorch: pip install 'planner[profile]' (or pip install torch)"
+    ]

@@ -11,8 +11,10 @@ Optional: ``accumulation`` (microbatches per optimizer step, default 1), ``seq_l
 ``iteration_ms`` (forward + backward + update, one optimizer step), ``tokens_per_s`` (all GPUs;
 needs ``seq_len``) or ``tflops_per_gpu`` (model teraFLOP/s per GPU as the source counts them; needs
 ``seq_len``, ``flops_counting`` and a net with a transformer ``model`` description). Every metric
-is read as samples per second. A bad row is one error naming the file, the row (1-based, header
-excluded) and the column, and nothing is read.
+is read as samples per second. ``out_of_memory`` rows (a batch that did not fit, as
+``planner profile`` writes them) are skipped. Rows measured on the CPU (device ``cpu``) are
+refused: a GPU's profile is fitted from GPU runs. A bad row is one error naming the file, the
+row (1-based, header excluded) and the column, and nothing is read.
 """
 
 from __future__ import annotations
@@ -164,6 +166,11 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
     net = row.text("net")
     if net not in nets and not Path(net).suffix == ".json":
         raise row.fail("net", f"unknown net '{net}' (valid: {', '.join(sorted(nets))}, or a .json spec)")
+    if row.text("device", allow_empty=True) == "cpu":
+        raise row.fail(
+            "device",
+            "measured on the CPU: a GPU profile is fitted from GPU runs (run planner profile on the GPU)",
+        )
     device = row.choice("device", devices, "device")
     precision = row.choice("precision", PRECISIONS, "precision")
     if precision not in devices[device].device.peak_flops:
@@ -227,12 +234,13 @@ def load(path: str | Path) -> list[Run]:
         raise BadInput(f"{name}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise BadInput(f"{name}: not a UTF-8 text file") from None
-    if not rows:
-        raise BadInput(f"{name}: no measured runs (only a header)")
+    ran = [(i, r) for i, r in enumerate(rows, start=1) if (r.get("metric") or "").strip() != "out_of_memory"]
+    if not ran:
+        raise BadInput(f"{name}: no measured runs (only a header or out-of-memory rows)")
     nets = set(catalog.zoo()) | set(catalog.NET_ALIASES) | set(catalog.measurement_nets())
     devices = catalog.devices()
     networks = catalog.networks()
-    return [_parse(_Row(name, i, r), nets, devices, networks) for i, r in enumerate(rows, start=1)]
+    return [_parse(_Row(name, i, r), nets, devices, networks) for i, r in ran]
 
 
 SHIPPED = ("cnn.csv", "transformer.csv", "llm.csv")  # what ``validate`` checks by default
