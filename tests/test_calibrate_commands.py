@@ -12,7 +12,7 @@ import pytest
 from planner.calibrate import commands, fitting, measurements, profile
 from planner.calibrate.predict import RunTable
 
-TRUTH = profile.Profile({"gemm.Volta.fp32": 0.8, "gemm.Ampere.bf16": 0.6, "memory.Ampere": 0.9}, {}, {})
+TRUTH = profile.Profile({"gemm.Volta.fp32": 0.8, "gemm.Ampere.16bit": 0.6, "memory.Ampere": 0.9}, {}, {})
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def measured_csv(tmp_path_factory):
 def test_calibrate_then_validate(measured_csv, tmp_path):
     out = commands.run_calibrate([str(measured_csv)])
     assert "Leave-one-source-out:" in out.text and "80% prediction interval" in out.text
-    for name in ("gemm.Volta.fp32", "gemm.Ampere.bf16", "memory.Ampere"):
+    for name in ("gemm.Volta.fp32", "gemm.Ampere.16bit", "memory.Ampere"):
         assert name in out.text
     prof = tomllib.loads(out.profile_toml)
     meta = prof["profile"]

@@ -49,9 +49,9 @@ def _runs():
 
 TRUE_SCALES = {
     "gemm.Volta.fp32": 0.8,
-    "gemm.Volta.fp16": 0.55,
+    "gemm.Volta.16bit": 0.55,
     "gemm.Ampere.tf32": 0.45,
-    "gemm.Ampere.bf16": 0.7,
+    "gemm.Ampere.16bit": 0.7,
     "memory.Volta": 0.9,
     "memory.Ampere": 1.05,
     "link.inter_node": 0.8,
@@ -90,9 +90,9 @@ def test_fit_recovers_parameters_of_synthetic_runs(noise):
     pinned = {n for n, s in zip(c.fit.names, c.fit.shrinkage) if s < 0.25}
     assert {
         "gemm.Volta.fp32",
-        "gemm.Volta.fp16",
+        "gemm.Volta.16bit",
         "gemm.Ampere.tf32",
-        "gemm.Ampere.bf16",
+        "gemm.Ampere.16bit",
         "host_per_kernel_us",
     } <= pinned
     # tile quantization leaves most of this grid's GEMM time compute-bound: the memory scales
@@ -105,7 +105,7 @@ def test_fit_recovers_parameters_of_synthetic_runs(noise):
 
 def test_round_trip_and_apply():
     p = profile.Profile(
-        {"gemm.Hopper.bf16": 0.5, "memory.Hopper": 2.0, "link.inter_node": 0.9},
+        {"gemm.Hopper.16bit": 0.5, "memory.Hopper": 2.0, "link.inter_node": 0.9},
         {"host_per_kernel_us": 12.0},
         {"rules": "modern", "interval": [0.8, 1.2]},
     )
@@ -117,6 +117,9 @@ def test_round_trip_and_apply():
     bf16 = 3  # index of bf16 in costs.hardware.PRECISIONS
     # both Hopper devices scaled, the Volta one untouched; fractions capped at 1
     np.testing.assert_allclose(eff.gemm[:2, bf16], base.gemm[:2, bf16] * 0.5)
+    fp16 = 2  # fp16 shares the 16bit group: the same tensor cores at the same peak
+    np.testing.assert_allclose(eff.gemm[:2, fp16], base.gemm[:2, fp16] * 0.5)
+    np.testing.assert_allclose(eff.gemm[:2, 0], base.gemm[:2, 0])  # fp32 untouched
     assert eff.gemm[2, bf16] == base.gemm[2, bf16] or np.isnan(base.gemm[2, bf16])
     np.testing.assert_allclose(eff.memory[:2], np.minimum(base.memory[:2] * 2.0, 1.0))
     assert eff.memory[2] == base.memory[2]
@@ -128,7 +131,7 @@ def test_round_trip_and_apply():
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ('[scale]\n"gemm.Hopper.bf16" = -1\n', "not a positive number"),
+        ('[scale]\n"gemm.Hopper.16bit" = -1\n', "not a positive number"),
         ('[scale]\n"gpu.Hopper" = 1\n', "unknown [scale] key gpu.Hopper"),
         ("[overhead]\nlaunch_us = 3\n", "unknown [overhead] key launch_us"),
         ('[overhead]\nhost_per_kernel_us = "fast"\n', "not a positive number"),

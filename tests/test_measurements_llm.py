@@ -140,17 +140,23 @@ def _ratio(shipped, net: str) -> float:
 
 def test_megatron_2021_runs_within_the_stated_band(shipped):
     """Megatron-LM's 2021 A100 runs (Narayanan et al. 2021; README table and GPT-3 175B
-    example), full recomputation, TP 8 and PP up to 64: the shipped profile (fitted on CNNs)
-    predicts 1.1x to 1.45x the measured throughput (README: LLM reproduction). Measured
-    2026-11-23: GPT-3 175B on 1,024 GPUs 1.30x, the 1T model on 3,072 GPUs 1.24x, the 1.7B
-    data-parallel run 1.43x. The band pins the error so a change is noticed."""
-    for net in ("gpt3-175b", "megatron-1t", "megatron-gpt-1.7b", "megatron-gpt-145b"):
-        assert 1.1 < _ratio(shipped, net) < 1.45, net
+    example), full recomputation, TP 8 and PP up to 64, under the shipped profile (fitted on
+    cnn.csv and llm.csv, so in sample; held out of the fit the source's median error is 4.1%):
+    predicted / measured throughput within 0.85-1.25 (README: LLM reproduction). Measured
+    2026-11-23: GPT-3 175B on 1,024 GPUs 1.04 (issue: about 140 TFLOP/s per GPU; the README
+    prints 138), the 1T model on 3,072 GPUs 0.96 (issue: 52% of peak), the 1.7B data-parallel
+    run 1.20."""
+    assert abs(_ratio(shipped, "gpt3-175b") - 1) <= 0.10
+    assert abs(_ratio(shipped, "megatron-1t") - 1) <= 0.10
+    for run in shipped["llm.csv"]:
+        if run.source == "megatron-lm-readme-2021-a100":
+            assert 0.85 < _ratio(shipped, run.net) < 1.25, run.net
 
 
 def test_megatron_core_h100_runs_under_predicted_where_tp_communication_overlaps(shipped):
     """Megatron-Core 2024 on H100 overlaps tensor-parallel communication with GEMMs
-    (--tp-comm-overlap); the evaluator exposes it, so TP 8 runs are under-predicted (32B at TP 8,
-    PP 1: 0.52x), the TP 1 run is over-predicted (1.7B: 1.48x). Measured 2026-11-23."""
-    assert 0.45 < _ratio(shipped, "megatron-core-gpt-32b") < 0.6
-    assert 1.35 < _ratio(shipped, "megatron-core-gpt-1.7b") < 1.6
+    (--tp-comm-overlap); the evaluator exposes it, so its TP 8, PP 1 run is under-predicted
+    (32B: 0.63x) while the TP 1 run is over-predicted (1.7B: 1.66x). Measured 2026-11-23 under
+    the shipped profile; the band pins the error so a change is noticed."""
+    assert 0.55 < _ratio(shipped, "megatron-core-gpt-32b") < 0.72
+    assert 1.5 < _ratio(shipped, "megatron-core-gpt-1.7b") < 1.8

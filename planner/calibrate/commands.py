@@ -62,7 +62,7 @@ class CalibrateOutput:
 def run_calibrate(files: list[str], loso: bool = True) -> CalibrateOutput:
     """Fit a profile to the runs of ``files`` and describe the fit and its held-out error."""
     runs, skipped = _read_runs(files, measurements.FITTED)
-    c = calibrate(runs, [_display(f) for f in files] or ["configs/measurements/cnn.csv"], loso=loso)
+    c = calibrate(runs, [_display(f) for f in files] or list(measurements.FITTED), loso=loso)
     m = c.profile.meta
     inside = cal.summary(c.fit.log_residuals)
     lines = [
