@@ -64,6 +64,7 @@ class RunTable:
             costs = catalog.net_costs(net, rules, algorithm, seq)
             groups.append(_NetGroup(rows, costs, self._plans(costs, [self.runs[i] for i in rows])))
         self.groups = tuple(groups)
+        self._memo: dict[int, tuple] = {}  # per group: (what its prediction depends on, prediction)
 
     @staticmethod
     def _intra(device: str) -> str:
@@ -96,8 +97,34 @@ class RunTable:
 
     def samples_per_s(self, evaluate: Evaluate, **options) -> np.ndarray:
         """Predicted samples per second of every run, in run order, under
-        ``evaluate(costs, plans, devices, links, **options)`` (one call per net)."""
+        ``evaluate(costs, plans, devices, links, **options)`` (one call per net).
+
+        A net's runs are re-scored only when a parameter they depend on changed since the last
+        call (its devices' and links' efficiencies, the overheads, the other options): a fit's
+        numerical Jacobian perturbs one parameter at a time, and most touch a few nets."""
         out = np.empty(len(self.runs))
         for g in self.groups:
-            out[g.rows] = evaluate(g.costs, g.plans, self.devices, self.links, **options).throughput
+            key = (evaluate, _relevant(g.plans, options))
+            hit = self._memo.get(id(g))
+            if hit is None or hit[0] != key:
+                hit = (key, evaluate(g.costs, g.plans, self.devices, self.links, **options).throughput)
+                self._memo[id(g)] = hit
+            out[g.rows] = hit[1]
         return out
+
+
+def _relevant(plans: Plans, options: dict) -> tuple:
+    """What a group's prediction depends on: the efficiency rows of its devices and links, the
+    overheads, and every other option (compared by value)."""
+    out = []
+    for name, value in options.items():
+        if name != "efficiency":
+            out.append((name, repr(value)))
+            continue
+        dev = np.unique(plans.device)
+        links = np.unique(np.concatenate([plans.network, plans.intra_link]))
+        rows = [value.gemm[dev], value.vector[dev], value.memory[dev], value.link[links]]
+        rows += [x[dev] for x in (value.multiplier, value.winograd) if x is not None]
+        scalars = (value.kernel_min_s, value.host_per_kernel_s, value.iteration_s)
+        out.append((name, b"".join(np.ascontiguousarray(r).tobytes() for r in rows), scalars))
+    return tuple(out)
