@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from planner.errors import InfeasibleError
+from planner.metrics.scorer import Scorer
 from planner.request.optimize import OptimizeRequest, request_dict
 from planner.result.confidence import confidence, reach
 from planner.result.explain import baseline, diagnose, explain
 from planner.result.records import plan_record
 from planner.result.sensitivity import sensitivity
-from planner.metrics.scorer import Scorer
 from planner.search.certify import Outcome
 from planner.search.scored import TIE, Scored, best_index, front_indices, ranked
 from planner.search.stream import Keep

@@ -60,9 +60,10 @@ def take(s: Scored, idx: np.ndarray) -> Scored:
     )
 
 
-def scored_chunks(scorer: Scorer, objectives, size: int = CHUNK) -> Iterator[tuple[np.ndarray, Scored]]:
-    """Every valid plan of the space, scored ``size`` combinations at a time: (numbers, scores)."""
-    for flat, cols in scorer.space.chunks(size):
+def scored_chunks(scorer: Scorer, objectives, size: int | None = None) -> Iterator[tuple[np.ndarray, Scored]]:
+    """Every valid plan of the space, scored ``size`` (default :data:`CHUNK`) combinations at a
+    time: (numbers, scores)."""
+    for flat, cols in scorer.space.chunks(size or CHUNK):
         if flat.size:
             yield flat, score(scorer, cols, objectives)
 
@@ -201,10 +202,11 @@ class _Best:
 
 
 def enumerate_space(
-    scorer: Scorer, objectives: tuple[str, ...], keep: Keep | None = None, size: int = CHUNK
+    scorer: Scorer, objectives: tuple[str, ...], keep: Keep | None = None, size: int | None = None
 ) -> tuple[Scored, Enumerated]:
-    """Score every valid plan of the space in chunks of ``size`` combinations; return the plans
-    ``keep`` asks for (every valid plan without it), in enumeration order, and the counts."""
+    """Score every valid plan of the space in chunks of ``size`` (default :data:`CHUNK`)
+    combinations; return the plans ``keep`` asks for (every valid plan without it), in
+    enumeration order, and the counts."""
     counts = Enumerated(scorer.space.raw_size, kept_all=keep is None)
     if keep is None:
         red = _All()
