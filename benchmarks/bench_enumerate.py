@@ -22,14 +22,21 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 CASES = (("inception_v3", 4096), ("alexnet", 256))
 
 
-def _run(args: list[str]) -> tuple[float, float, str]:
-    """(wall s, peak RSS MB, stdout) of one child process."""
+def _run(args: list[str], cwd: str) -> tuple[float, float, str]:
+    """(wall s, peak RSS MB, stdout) of one child process, which imports the planner this one
+    does (run from ``cwd``, so that `python -m` does not pick up a checkout in the current folder)."""
+    import planner
+
+    env = {**os.environ, "PYTHONPATH": str(Path(planner.__file__).resolve().parents[1])}
     t0 = time.perf_counter()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=cwd, env=env
+    )
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -77,10 +84,12 @@ def main() -> None:
             for i in range(a.repeat):
                 cmd = [sys.executable, "-m", "planner", "optimize", net, "--budget", f"{gpus}gpus"]
                 cmd += ["--precision", "any", "--exhaustive", "always", "--out", f"{tmp}/{i}"]
-                w, r, _ = _run(cmd)
+                w, r, _ = _run(cmd, tmp)
                 walls.append(w)
                 rss.append(r)
-                _, r, out = _run([sys.executable, __file__, "--enumerate-once", net, str(gpus)])
+                _, r, out = _run(
+                    [sys.executable, str(Path(__file__).resolve()), "--enumerate-once", net, str(gpus)], tmp
+                )
                 n, s = out.split()
                 rates.append(int(n) / float(s))
                 erss.append(r)

@@ -2,7 +2,8 @@
 
 * :func:`score` scores index columns in one evaluator call; invalid combinations are
   infeasible with a huge objective value.
-* :func:`exhaustive` scores the whole space at once (the certificate of a search).
+* :func:`exhaustive` scores the whole space at once (a reference: the certificate streams it,
+  :mod:`planner.search.stream`).
 * :func:`best_index`, :func:`pareto_mask` and :func:`front_indices` pick the optimum or the
   non-dominated plans.
 """

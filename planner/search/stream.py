@@ -18,6 +18,7 @@ Without a :class:`Keep`, every valid plan is kept (a report that lists them all)
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -26,9 +27,13 @@ import numpy as np
 from planner.metrics.scorer import Scorer
 from planner.search.scored import TIE, Scored, merge, pareto_mask, score
 
-# Raw combinations per chunk. Scoring takes about 0.5 kB per plan at its peak (the evaluator's
-# per-plan columns and the metrics; bench_enumerate.py), so a chunk stays near 300 MB.
-CHUNK = 1 << 19
+# Scoring a plan takes about 0.5 kB at its peak for a CNN and 1-7 kB for a transformer (its
+# per-layer columns; bench_enumerate.py measures it): chunks are sized from a measured probe so
+# that the scoring of one peaks near CHUNK_BYTES, whatever the net.
+CHUNK_BYTES = 256 * 2**20
+PROBE = 4096  # combinations scored to measure the bytes per plan
+MIN_CHUNK, MAX_CHUNK = 4096, 1 << 20
+CHUNK: int | None = None  # a fixed chunk size instead (tests)
 
 
 @dataclass(frozen=True)
@@ -60,10 +65,32 @@ def take(s: Scored, idx: np.ndarray) -> Scored:
     )
 
 
+def chunk_size(scorer: Scorer, objectives) -> int:
+    """Combinations per chunk: :data:`CHUNK_BYTES` over the peak bytes per plan of scoring a
+    probe of the space (numpy's allocations, as tracemalloc traces them)."""
+    if CHUNK is not None:
+        return CHUNK
+    if scorer.space.raw_size <= MIN_CHUNK:
+        return MIN_CHUNK
+    flat, cols = next(scorer.space.chunks(PROBE))
+    if flat.size == 0:
+        return MIN_CHUNK
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    score(scorer, cols, objectives)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    if not tracing:
+        tracemalloc.stop()
+    return int(np.clip(CHUNK_BYTES // max(peak / flat.size, 1.0), MIN_CHUNK, MAX_CHUNK))
+
+
 def scored_chunks(scorer: Scorer, objectives, size: int | None = None) -> Iterator[tuple[np.ndarray, Scored]]:
-    """Every valid plan of the space, scored ``size`` (default :data:`CHUNK`) combinations at a
-    time: (numbers, scores)."""
-    for flat, cols in scorer.space.chunks(size or CHUNK):
+    """Every valid plan of the space, scored ``size`` (default: :func:`chunk_size`) combinations
+    at a time: (numbers, scores)."""
+    for flat, cols in scorer.space.chunks(size or chunk_size(scorer, objectives)):
         if flat.size:
             yield flat, score(scorer, cols, objectives)
 
@@ -204,7 +231,7 @@ class _Best:
 def enumerate_space(
     scorer: Scorer, objectives: tuple[str, ...], keep: Keep | None = None, size: int | None = None
 ) -> tuple[Scored, Enumerated]:
-    """Score every valid plan of the space in chunks of ``size`` (default :data:`CHUNK`)
+    """Score every valid plan of the space in chunks of ``size`` (default: :func:`chunk_size`)
     combinations; return the plans ``keep`` asks for (every valid plan without it), in
     enumeration order, and the counts."""
     counts = Enumerated(scorer.space.raw_size, kept_all=keep is None)
@@ -214,6 +241,7 @@ def enumerate_space(
         red = _Front()
     else:
         red = _Best(scorer, keep)
+    size = size or chunk_size(scorer, objectives)
     for flat, s in scored_chunks(scorer, objectives, size):
         counts.valid += len(s)
         counts.feasible += int(s.feasible.sum())
