@@ -28,9 +28,10 @@ from planner.metrics.scorer import Scorer
 from planner.search.scored import TIE, Scored, merge, pareto_mask, score
 
 # Scoring a plan takes about 0.5 kB at its peak for a CNN and 1-7 kB for a transformer (its
-# per-layer columns; bench_enumerate.py measures it): chunks are sized from a measured probe so
-# that the scoring of one peaks near CHUNK_BYTES, whatever the net.
-CHUNK_BYTES = 256 * 2**20
+# per-layer columns, traced with tracemalloc): chunks are sized from a measured probe so
+# that the scoring of one peaks near CHUNK_BYTES, whatever the net (smaller chunks were no
+# slower: 0.1-0.3 M plans per chunk score as fast as 2 M).
+CHUNK_BYTES = 128 * 2**20
 PROBE = 4096  # combinations scored to measure the bytes per plan
 MIN_CHUNK, MAX_CHUNK = 4096, 1 << 20
 CHUNK: int | None = None  # a fixed chunk size instead (tests)
