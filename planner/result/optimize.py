@@ -48,8 +48,8 @@ def needs(scorer: Scorer, objectives: tuple[str, ...], req: OptimizeRequest) -> 
 
 
 def _certified(out: Outcome) -> Scored:
-    """The plans to answer from: the whole space when enumerated (the search's gap to its
-    optimum goes into ``out.search``), else what the search scored."""
+    """The plans to answer from: the enumerated space's kept plans (:func:`needs`; the search's
+    gap to its optimum goes into ``out.search``), else what the search scored."""
     found, full = out.found, out.full
     if full is None:
         return found
