@@ -14,7 +14,7 @@ from __future__ import annotations
 from planner.metrics.scorer import Scorer
 from planner.report.pareto_files import check_objectives, pareto_report
 from planner.request.optimize import OptimizeRequest, validate
-from planner.result.optimize import Result, result
+from planner.result.optimize import Result, needs, result
 from planner.search.certify import search_and_certify
 from planner.space.space import build as build_space
 
@@ -30,7 +30,7 @@ def build(req: OptimizeRequest) -> tuple[Scorer, tuple[str, ...]]:
 def optimize(req: OptimizeRequest) -> Result:
     """`planner optimize`: search, certify and explain."""
     scorer, objectives = build(req)
-    outcome = search_and_certify(scorer, objectives, req)
+    outcome = search_and_certify(scorer, objectives, req, keep=needs(scorer, objectives, req))
     return result(outcome, req)
 
 
@@ -40,5 +40,5 @@ def pareto(req: OptimizeRequest) -> tuple[dict, dict[str, str]]:
     feasible."""
     check_objectives(req.objective)
     scorer, objectives = build(req)
-    outcome = search_and_certify(scorer, objectives, req)
+    outcome = search_and_certify(scorer, objectives, req)  # keeps every plan: trials.csv lists them
     return pareto_report(outcome, req)

@@ -171,7 +171,7 @@ def pareto_report(out: Outcome, req: OptimizeRequest) -> tuple[dict, dict[str, s
     scorer, src = out.scorer, out.evaluated
     keep = front_indices(src)
     if keep.size == 0:
-        raise InfeasibleError(diagnose(scorer, src))
+        raise InfeasibleError(diagnose(scorer, out.parts()))
     front = [plan_record(scorer, src.cols, int(j), out.objectives) for j in keep]
     tornado = sensitivity(scorer, src.cols, int(keep[0]))  # the fastest front plan
     if tornado is not None:

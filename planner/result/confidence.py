@@ -23,6 +23,17 @@ CLEAR = 0.5  # below this win share, the top plans cannot be told apart
 LINEAR = ("time", "cost")  # objectives proportional to the iteration time
 
 
+def reach(scorer: Scorer, objectives: tuple[str, ...]) -> float:
+    """How far behind the first-ranked plan (a factor on its objective) a plan may be and still
+    take part in the Monte Carlo; 1.0 when there is none. Plans more than 5 standard deviations
+    of a ratio of two draws behind the best never win in 200 draws (chance < 1e-6 each)."""
+    model = scorer.model
+    interval = model.interval if model is not None else None
+    if interval is None or len(objectives) != 1 or objectives[0] not in LINEAR:
+        return 1.0
+    return float(np.exp(5.0 * sd_from_interval(*interval) * np.sqrt(2.0)))
+
+
 def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: int = 0) -> dict | None:
     """Win share of the first-ranked plan and of its strongest rival, or None when the model has
     no calibrated interval or the objective is not proportional to the iteration time."""
@@ -34,10 +45,8 @@ def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: 
     if order.size == 0:
         return None
     sd = sd_from_interval(*interval)
-    # plans more than 5 standard deviations of a ratio of two draws behind the best never win
-    # in 200 draws (chance < 1e-6 each): leave them out of the Monte Carlo
     obj = pool.objectives[0, order]
-    order = order[obj <= obj[0] * np.exp(5.0 * sd * np.sqrt(2.0)) + 1e-12]
+    order = order[obj <= obj[0] * reach(scorer, objectives) + 1e-12]
     m = scorer.metrics({a: c[order] for a, c in pool.cols.items()})
     it, comm, stall = m["iteration_s"], m["comm_s"], m["input_s"]
     compute = it - comm - stall

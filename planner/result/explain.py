@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from planner.metrics.scorer import Scorer
@@ -127,24 +129,50 @@ def _why_none(name: str, lim, sel: dict, scorer: Scorer) -> str:
     return messages[name]()
 
 
-def diagnose(scorer: Scorer, s: Scored) -> str:
+def _extremes(old: dict | None, m: dict) -> dict:
+    """Lowest and highest value of every numeric metric (NaN-propagating and NaN-ignoring),
+    merged with ``old``: what the messages of :func:`_why_none` read, in four values a metric."""
+    out = {}
+    for k, v in m.items():
+        v = np.asarray(v)
+        if v.dtype.kind not in "biuf" or v.size == 0:
+            continue
+        v = v if old is None or k not in old else np.concatenate([old[k], v])
+        out[k] = np.array([v.min(), v.max(), np.fmin.reduce(v), np.fmax.reduce(v)])
+    return out
+
+
+def diagnose(scorer: Scorer, parts: Iterable[Scored]) -> str:
     """Why nothing is feasible: the constraint that rules out every plan the others allow.
 
     For each constraint, the plans meeting all the *other* constraints are examined; if there
     are some and every one breaks this constraint, it is the one that rules everything out, and
-    the message says by how much its best plan misses.
+    the message says by how much its best plan misses. ``parts``: the plans, in one or more
+    parts (a streamed space), reduced as they come.
     """
     names = scorer.limits.names()
-    valid = np.isfinite(s.constraints).all(axis=0) & (s.objectives[0] < INVALID / 10)
-    if not valid.any():
+    sel: list[dict | None] = [None] * len(names)  # per constraint: extremes over plans meeting the others
+    closest: tuple[float, np.ndarray] | None = None  # the plan missing least: worst value, constraints
+    for s in parts:
+        valid = np.isfinite(s.constraints).all(axis=0) & (s.objectives[0] < INVALID / 10)
+        if not valid.any():
+            continue
+        m = scorer.metrics({a: c[valid] for a, c in s.cols.items()})
+        con = s.constraints[:, valid]
+        ok = con <= 0
+        for r in range(len(names)):
+            others = np.delete(ok, r, axis=0).all(axis=0)
+            if others.any():
+                sel[r] = _extremes(sel[r], {k: v[others] for k, v in m.items()})
+        worst = np.max(con, axis=0)
+        j = int(np.argmin(worst))
+        if closest is None or worst[j] < closest[0]:
+            closest = (float(worst[j]), con[:, j])
+    if closest is None:
         return "no valid plan exists in the search space"
-    m = scorer.metrics({a: c[valid] for a, c in s.cols.items()})
-    con = s.constraints[:, valid]
-    ok = con <= 0
     for r, name in enumerate(names):
-        others = np.delete(ok, r, axis=0).all(axis=0)
-        if others.any():
-            return _why_none(name, scorer.limits, {k: v[others] for k, v in m.items()}, scorer)
-    j = int(np.argmin(np.max(con, axis=0)))
-    broken = [f"'{names[r]}' by {con[r, j]:.1%}" for r in range(len(names)) if con[r, j] > 0]
+        if sel[r] is not None:
+            return _why_none(name, scorer.limits, sel[r], scorer)
+    con = closest[1]
+    broken = [f"'{names[r]}' by {con[r]:.1%}" for r in range(len(names)) if con[r] > 0]
     return f"no plan meets every constraint at once: the closest misses {' and '.join(broken)}"

@@ -10,14 +10,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from planner.errors import InfeasibleError
+from planner.metrics.scorer import Scorer
 from planner.request.optimize import OptimizeRequest, request_dict
-from planner.result.confidence import confidence
+from planner.result.confidence import confidence, reach
 from planner.result.degrees import degrees
 from planner.result.explain import baseline, diagnose, explain
 from planner.result.records import plan_record
 from planner.result.sensitivity import sensitivity
 from planner.search.certify import Outcome
 from planner.search.scored import TIE, Scored, best_index, front_indices, ranked
+from planner.search.stream import Keep
+
+ALTERNATIVE_AXES = ("gpu", "gpus")  # the next best plans are the best of other (GPU type, count) pairs
 
 
 @dataclass
@@ -47,9 +51,15 @@ def _gap(found: float, opt: float) -> float:
     return (found - opt) / abs(opt) if opt else float("inf")
 
 
+def needs(scorer: Scorer, objectives: tuple[str, ...], req: OptimizeRequest) -> Keep:
+    """What :func:`result` reads of an enumerated space: the best plan, the best of
+    ``req.alternatives`` other groups, and the plans the confidence Monte Carlo re-ranks."""
+    return Keep(ALTERNATIVE_AXES, req.alternatives, reach(scorer, objectives))
+
+
 def _certified(out: Outcome) -> Scored:
-    """The plans to answer from: the whole space when enumerated (the search's gap to its
-    optimum goes into ``out.search``), else what the search scored."""
+    """The plans to answer from: the enumerated space's kept plans (:func:`needs`; the search's
+    gap to its optimum goes into ``out.search``), else what the search scored."""
     found, full = out.found, out.full
     if full is None:
         return found
@@ -59,7 +69,7 @@ def _certified(out: Outcome) -> Scored:
     opt = float(full.objectives[0, j])
     i = best_index(found)
     out.search["exhaustive_optimum"] = opt
-    out.search["exhaustive_plans"] = len(full)
+    out.search["exhaustive_plans"] = out.enumerated.valid if out.enumerated else len(full)
     out.search["gap"] = _gap(float(found.objectives[0, i]), opt) if i is not None else None
     return full
 
@@ -68,13 +78,13 @@ def _single(out: Outcome, alternatives: int) -> tuple[Scored, int, dict, list[di
     """One objective: the best plan and the best of other (GPU type, GPU count) pairs."""
     pool = _certified(out)
     if best_index(pool) is None:
-        raise InfeasibleError(diagnose(out.scorer, out.evaluated))
+        raise InfeasibleError(diagnose(out.scorer, out.parts()))
     scorer, sp = out.scorer, out.scorer.space
     order = ranked(pool)
     best = plan_record(scorer, pool.cols, int(order[0]), out.objectives)
-    alts, seen = [], {(best["gpu"], best["gpus"])}
+    alts, seen = [], {tuple(best[a] for a in ALTERNATIVE_AXES)}
     for j in order[1:]:
-        key = (sp.choices("gpu")[int(pool.cols["gpu"][j])], sp.choices("gpus")[int(pool.cols["gpus"][j])])
+        key = tuple(sp.choices(a)[int(pool.cols[a][j])] for a in ALTERNATIVE_AXES)
         if key in seen:
             continue
         seen.add(key)
@@ -89,7 +99,7 @@ def _front(out: Outcome, alternatives: int) -> tuple[Scored, int, dict, list[dic
     src = out.evaluated
     keep = front_indices(src)
     if keep.size == 0:
-        raise InfeasibleError(diagnose(out.scorer, src))
+        raise InfeasibleError(diagnose(out.scorer, out.parts()))
     front = [plan_record(out.scorer, src.cols, int(j), out.objectives) for j in keep]
     out.search.update(out.front_check(keep))
     return src, int(keep[0]), front[0], front[1 : 1 + alternatives], front

@@ -1,15 +1,18 @@
 """The Search stage as one call: run the study, then certify it by enumeration when the space
-is small enough, and hand on an :class:`Outcome`."""
+is small enough, and hand on an :class:`Outcome`. Enumeration streams the space in chunks and
+keeps what the Result asks for (:mod:`planner.search.stream`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from planner.metrics.scorer import Scorer
 from planner.search import shared
-from planner.search.scored import Scored, exhaustive
+from planner.search.scored import Scored
+from planner.search.stream import Enumerated, Keep, enumerate_space, scored_chunks
 from planner.search.study import open_study, run
 
 EXHAUSTIVE_LIMIT = 2_000_000  # raw combinations scored in about a second (bench_optimize.py)
@@ -17,13 +20,15 @@ EXHAUSTIVE_LIMIT = 2_000_000  # raw combinations scored in about a second (bench
 
 @dataclass
 class Outcome:
-    """What a search produced: every plan it scored, and the whole space when certified."""
+    """What a search produced: every plan it scored and, when the space was enumerated, the
+    plans of it the Result needs (all of them without a :class:`Keep`) with its counts."""
 
     scorer: Scorer
     objectives: tuple[str, ...]
     found: Scored
     full: Scored | None
     search: dict
+    enumerated: Enumerated | None = None
 
     def front_check(self, keep: np.ndarray) -> dict:
         """When the space was enumerated: the exact front's size and how much of it the search
@@ -37,18 +42,29 @@ class Outcome:
 
     @property
     def evaluated(self) -> Scored:
-        """Every distinct plan scored (the whole space when it was enumerated)."""
+        """The plans to answer from: the enumerated ones kept when the space was enumerated,
+        else every distinct plan the search scored."""
         return self.full if self.full is not None else self.found
 
+    def parts(self) -> Iterator[Scored]:
+        """Every distinct plan scored, in parts: the whole space chunk by chunk (scored again)
+        when it was enumerated without keeping every plan."""
+        if self.enumerated is None or self.enumerated.kept_all:
+            yield self.evaluated
+            return
+        for _, s in scored_chunks(self.scorer, self.objectives):
+            yield s
 
-def search_and_certify(scorer: Scorer, objectives: tuple[str, ...], req) -> Outcome:
+
+def search_and_certify(scorer: Scorer, objectives: tuple[str, ...], req, keep: Keep | None = None) -> Outcome:
     """Run the search (``req``: seed, storage, trials, timeout, exhaustive), then enumerate the
-    space when asked to or when it has at most :data:`EXHAUSTIVE_LIMIT` combinations."""
+    space when asked to or when it has at most :data:`EXHAUSTIVE_LIMIT` combinations, keeping
+    the plans ``keep`` asks for (every valid plan without it)."""
     space = scorer.space
     study = open_study(objectives, req.seed, req.storage, req.study_name)
     found, stats = run(scorer, objectives, study, req.trials, timeout=req.timeout)
     certify = req.exhaustive == "always" or (req.exhaustive == "auto" and space.raw_size <= EXHAUSTIVE_LIMIT)
-    full = exhaustive(scorer, objectives) if certify else None
+    full, counts = enumerate_space(scorer, objectives, keep) if certify else (None, None)
     search_info = {
         "sampler": stats.sampler,
         "seed": req.seed,
@@ -61,4 +77,4 @@ def search_and_certify(scorer: Scorer, objectives: tuple[str, ...], req) -> Outc
         "seconds": stats.seconds,
         "study_name": study.study_name if req.storage else None,
     }
-    return Outcome(scorer, objectives, found, full, search_info)
+    return Outcome(scorer, objectives, found, full, search_info, counts)

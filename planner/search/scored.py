@@ -2,7 +2,8 @@
 
 * :func:`score` scores index columns in one evaluator call; invalid combinations are
   infeasible with a huge objective value.
-* :func:`exhaustive` scores the whole space at once (the certificate of a search).
+* :func:`exhaustive` scores the whole space at once (a reference: the certificate streams it,
+  :mod:`planner.search.stream`).
 * :func:`best_index`, :func:`pareto_mask` and :func:`front_indices` pick the optimum or the
   non-dominated plans.
 """
@@ -115,17 +116,18 @@ def best_index(s: Scored) -> int | None:
 
 
 def pareto_mask(values: np.ndarray) -> np.ndarray:
-    """Non-dominated columns of ``values`` (n_obj, n), minimising every row."""
+    """Non-dominated columns of ``values`` (n_obj, n), minimising every row; of equal columns
+    the first. In lexicographic order the first plan left is non-dominated: keep it, drop every
+    plan it dominates or equals, repeat (one vectorised step per front plan)."""
     n = values.shape[1]
     order = np.lexsort(values[::-1])
+    v = values[:, order]
     keep = np.zeros(n, dtype=bool)
-    front: list[np.ndarray] = []
-    for i in order:
-        v = values[:, i]
-        if any((f <= v).all() and (f < v).any() for f in front) or any((f == v).all() for f in front):
-            continue
-        front.append(v)
-        keep[i] = True
+    left = np.arange(n)
+    while left.size:
+        i = left[0]
+        keep[order[i]] = True
+        left = left[~(v[:, left] >= v[:, i : i + 1]).all(axis=0)]
     return keep
 
 

@@ -10,6 +10,7 @@ infeasible.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,11 +51,27 @@ class Space:
 
     def grid(self) -> dict[str, np.ndarray]:
         """Every valid combination, as index arrays per axis (vectorised, no Python loop)."""
-        shape = [len(self.axes[a]) for a in NAMES]
-        idx = np.indices(shape).reshape(len(NAMES), -1)
-        cols = dict(zip(NAMES, idx, strict=True))
+        cols = self.decode(np.arange(self.raw_size, dtype=np.int64))
         valid = self.valid(cols)
         return {a: c[valid] for a, c in cols.items()}
+
+    def decode(self, flat: np.ndarray) -> dict[str, np.ndarray]:
+        """Index columns of combinations numbered ``flat`` in the row-major order of the axes
+        (the last axis varies fastest): mixed-radix digits, one per axis."""
+        cols = {}
+        rest = np.asarray(flat, dtype=np.int64)
+        for a in reversed(NAMES):
+            rest, cols[a] = np.divmod(rest, len(self.axes[a]))
+        return {a: cols[a] for a in NAMES}
+
+    def chunks(self, size: int) -> Iterator[tuple[np.ndarray, dict[str, np.ndarray]]]:
+        """The valid combinations ``size`` raw combinations at a time, in :meth:`grid`'s order:
+        (their numbers, their index columns). Memory is bounded by ``size``, not the space."""
+        for start in range(0, self.raw_size, size):
+            flat = np.arange(start, min(start + size, self.raw_size), dtype=np.int64)
+            cols = self.decode(flat)
+            valid = self.valid(cols)
+            yield flat[valid], {a: c[valid] for a, c in cols.items()}
 
     def valid(self, cols: dict[str, np.ndarray]) -> np.ndarray:
         """Mask of valid index combinations: every axis's constraint holds."""
