@@ -247,7 +247,9 @@ def evaluate(
     )
 
 
-def layer_seconds(costs, devices: DeviceTable, efficiency: Efficiency, device: int, precision: int, batch: int):
+def layer_seconds(
+    costs, devices: DeviceTable, efficiency: Efficiency, device: int, precision: int, batch: int
+):
     """GPU seconds per layer of one (device, precision, batch): forward and backward (data and
     weight gradients), (L,) each, as :func:`evaluate` sums them."""
     one = lambda v: np.array([v], dtype=np.int64)  # noqa: E731

@@ -179,12 +179,13 @@ def test_nothing_feasible_is_diagnosed_alike_in_chunks_and_whole():
 
 
 def test_chunks_are_sized_by_the_bytes_a_plan_takes_to_score():
-    """A transformer's plans carry per-layer columns (gpt3-175b: 965 layers, about 7 kB a plan
-    against 0.5 kB for alexnet): its chunks hold fewer plans, within the bounds."""
+    """The probe measures what scoring a plan takes (the LLM evaluator of gpt3-175b keeps more
+    per plan than alexnet's: about 1.5 kB against 0.6 kB once its shards are built): its chunks
+    hold fewer plans, within the bounds."""
     sizes = {}
-    for net in ("alexnet", "gpt3-175b"):
+    for net in ("alexnet", "gpt3-175b") * 2:  # the second round: shards and caches built
         scorer, objectives = build(OptimizeRequest(net, budget=("256gpus",), precision="any"))
         sizes[net] = stream.chunk_size(scorer, objectives)
         assert stream.MIN_CHUNK <= sizes[net] <= stream.MAX_CHUNK
-    assert sizes["gpt3-175b"] * 4 < sizes["alexnet"]
+    assert sizes["gpt3-175b"] * 1.5 < sizes["alexnet"]
     assert sizes["alexnet"] * 400 <= stream.CHUNK_BYTES <= sizes["alexnet"] * 2000  # 0.4-2 kB a plan

@@ -38,7 +38,9 @@ def _pct(x: float) -> str:
 def _describe(p: dict) -> str:
     mode = "data parallel" if p["parallel"] == "data" else f"hybrid from {p['split']}"
     if p.get("tp", 1) * p.get("pp", 1) > 1 or p.get("zero"):  # a transformer's degrees
-        mode = f"TP {p['tp']} x PP {p['pp']} x DP {p['dp']}" + (f", ZeRO-{p['zero']}" if p.get("zero") else "")
+        mode = f"TP {p['tp']} x PP {p['pp']} x DP {p['dp']}" + (
+            f", ZeRO-{p['zero']}" if p.get("zero") else ""
+        )
         mode += f", recompute {p['recompute']}" if p.get("recompute", "none") != "none" else ""
     return (
         f"{p['gpus']} x {p['gpu']} ({p['nodes']}x{p['gpus_per_node']}), {p['batch_per_worker']}/GPU, "

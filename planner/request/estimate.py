@@ -63,6 +63,7 @@ class EstimateRequest:
             or self.microbatch is not None
             or self.global_batch is not None
         )
+
     pue: float | None = None  # data-centre PUE; None: configs/energy.toml's
     grid_intensity: float | None = None  # gCO2 per kWh; None: configs/energy.toml's
 

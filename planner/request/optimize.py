@@ -95,6 +95,7 @@ class Problem:
     @property
     def global_batch(self) -> int | None:
         return self.request.global_batch
+
     energy: Energy | None = None  # energy parameters (defaults with --pue, --grid-intensity)
     gpu_caps: np.ndarray | None = None  # most GPUs per key of ``gpus`` (owned), inf: no cap
 

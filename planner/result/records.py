@@ -103,6 +103,8 @@ def _transformer_fields(scorer: Scorer, m: dict) -> dict:
         **{k: float(m[k][0]) for k in ("mfu", "hfu") if k in m},
         **{f"{k}_ms": float(m[f"{k}_s"][0] * 1e3) for k in ("bubble", "tp_comm", "pp_comm") if f"{k}_s" in m},
     )
+
+
 def _number(v) -> float | None:
     """A float, or None when unknown (NaN)."""
     return None if math.isnan(v) else float(v)
