@@ -349,16 +349,15 @@ def test_gpu_prefixes_and_prices():
 
     a100 = ["A100_40GB", "A100_80GB", "A100_40GB_PCIE", "A100_80GB_PCIE"]
     assert select_gpus("a100") == a100
-    assert select_gpus("A100", priced_only=True) == ["A100_40GB", "A100_80GB"]
-    assert select_gpus("A100", {"A100_80GB_PCIE": 1.5}, priced_only=True) == [
-        "A100_40GB",
-        "A100_80GB",
-        "A100_80GB_PCIE",
-    ]
+    assert select_gpus("A100", priced_only=True) == ["A100_40GB", "A100_80GB", "A100_80GB_PCIE"]
+    assert select_gpus("A100", {"A100_40GB_PCIE": 1.5}, priced_only=True) == a100
     assert select_gpus("A100_40GB_PCIE", priced_only=True) == ["A100_40GB_PCIE"]
     assert select_gpus("MI250") == ["MI250"]  # an exact key wins over the MI250X prefix match
     assert select_gpus("K80") == ["K80"]
-    with pytest.raises(BadInput, match=r"--gpu 'L40' matches only devices without a price \(L40S\)"):
-        select_gpus("L40", priced_only=True)
-    assert select_gpus("RTX", priced_only=True) == ["RTX_A6000"]  # the one RTX with a price
+    with pytest.raises(
+        BadInput, match=r"--gpu 'MI25' matches only devices without a price \(MI250X, MI250\)"
+    ):
+        select_gpus("MI25", priced_only=True)
+    assert select_gpus("L40", priced_only=True) == ["L40S"]
+    assert select_gpus("RTX", priced_only=True) == ["RTX_A6000", "RTX_4090"]  # the RTX cards with a price
     assert select_gpus("RTX") == ["RTX_2080_TI", "RTX_3090", "RTX_A6000", "RTX_4090"]

@@ -154,12 +154,15 @@ def test_provider_filter_restricts_devices_and_prices():
 
 def test_spot_pricing_and_price_override():
     prob = validate(OptimizeRequest("alexnet", pricing="spot", prices=("MI300X=1.0",), gpu="H100_SXM,MI300X"))
-    # H100 spot: gcp a3-highgpu-1g 6.571, coreweave 19.71 / 8 = 2.46375
-    assert prob.prices[0] == pytest.approx((6.571 + 19.71 / 8) / 2)
+    # H100 spot, each provider's cheapest: gcp min(a3-highgpu-1g 6.571, a3-highgpu-8g 50.6095408 / 8 =
+    # 6.3261926), coreweave 19.71 / 8 = 2.46375
+    assert prob.prices[0] == pytest.approx((50.6095408 / 8 + 19.71 / 8) / 2)
     assert prob.price_sources == ("median spot of 2 providers (coreweave, gcp)", "your --price")
     assert prob.prices[1] == 1.0
     default = validate(OptimizeRequest("alexnet", pricing="spot"))
-    assert set(default.gpus) == {"A100_80GB", "H100_SXM", "H200", "B200", "MI300X"}  # those with spot rows
+    spot = {r.device for r in catalog.price_rows() if r.pricing == "spot"}
+    assert set(default.gpus) == {k for k in spot if not catalog.device(k).paleo}  # those with spot rows
+    assert len(default.gpus) == 9 and {"L4", "A100_40GB", "H100_PCIE", "RTX_A6000"} <= set(default.gpus)
     assert not np.isnan(default.prices).any()
 
 
@@ -175,7 +178,7 @@ def test_pricing_names():
     [
         (["--provider", "aws,nosuch"], ["--provider 'aws,nosuch'", "valid: aws, azure", "lambda"]),
         (["--pricing", "cheap"], ["--pricing 'cheap'", "valid: on-demand, spot, reserved"]),
-        (["--pricing", "reserved"], ["no device has a reserved-1y price"]),
+        (["--pricing", "reserved", "--provider", "aws"], ["no device has a reserved-1y price from aws"]),
     ],
 )
 def test_bad_provider_or_pricing_is_one_line_exit_2(capsys, tmp_path, argv, fragments):
@@ -256,3 +259,95 @@ def test_sweep_specs_take_provider_and_pricing(tmp_path):
         spec("  provider: nosuch\n")
     with pytest.raises(SweepSpecError, match=r"no device has a spot price from aws, lambda"):
         spec("  provider: aws,lambda\n  pricing: spot\n")
+
+
+# ---- reserved (committed-use) rows ------------------------------------------------------------
+
+
+def test_row_counts_per_pricing_kind():
+    """configs/prices.toml as shipped: the reserved rows are GCP's committed-use prices of
+    g2-standard-4/-96 (L4), a2-highgpu-1g/-8g and a2-megagpu-16g (A100 40GB), a3-highgpu-1g/-8g
+    (H100), one 1-year and one 3-year row each (pricing.yml of Cyclenerd/google-cloud-pricing-cost-
+    calculator, generated 2026-07-30); no other provider's reserved rate with a term was found."""
+    rows = catalog.price_rows()
+    counts = {k: sum(r.pricing == k for r in rows) for k in pricing.PRICING_KINDS}
+    assert counts == {"on-demand": 66, "spot": 16, "reserved-1y": 7, "reserved-3y": 7}
+    reserved = [r for r in rows if r.pricing.startswith("reserved")]
+    assert {r.provider for r in reserved} == {"gcp"}
+    assert {r.device for r in reserved} == {"L4", "A100_40GB", "H100_SXM"}
+    one = {(r.device, r.instance, r.region) for r in reserved if r.pricing == "reserved-1y"}
+    three = {(r.device, r.instance, r.region) for r in reserved if r.pricing == "reserved-3y"}
+    assert one == three and len(one) == 7
+
+
+def _by_kind():
+    """{(device, provider, instance, region): {pricing kind: USD per instance-hour}}."""
+    out: dict = {}
+    for r in catalog.price_rows():
+        out.setdefault((r.device, r.provider, r.instance, r.region), {})[r.pricing] = r.usd_per_hour
+    return out
+
+
+def test_reserved_is_cheaper_than_on_demand_and_3y_than_1y():
+    """For every instance with both rows: 3-year < 1-year < on-demand (a commitment buys a discount).
+    GCP's a3-highgpu-1g on-demand row (10.9791, read without the bundled local SSD) is compared too."""
+    pairs = 0
+    for key, kinds in _by_kind().items():
+        if "reserved-1y" in kinds and "reserved-3y" in kinds:
+            assert kinds["reserved-3y"] < kinds["reserved-1y"], key
+        for k in ("reserved-1y", "reserved-3y"):
+            if k in kinds and "on-demand" in kinds:
+                assert kinds[k] < kinds["on-demand"], (key, k)
+                pairs += 1
+    assert pairs == 14  # every reserved row has its instance's on-demand row
+
+
+def test_gcp_reserved_rows_are_the_files_month_over_730_hours():
+    """pricing.yml's month is 730 x hour (a2-highgpu-1g us-central1: hour 3.673385, month
+    2681.57105); a reserved row is month_1y (or month_3y) / 730, the month figure quoted in its note."""
+    assert 2681.57105 / 3.673385 == pytest.approx(730)
+    for r in catalog.price_rows():
+        if r.pricing.startswith("reserved"):
+            key = "month_1y" if r.pricing == "reserved-1y" else "month_3y"
+            month = float(r.note.split(f"{key} ")[1].split(" USD")[0])
+            assert r.usd_per_hour == pytest.approx(month / 730, abs=0.01), r
+            assert key in r.source and "us-central1" in r.source and r.date == "2026-07-30"
+
+
+def test_reserved_gcp_picks_the_one_year_row():
+    """H100 a3-highgpu-8g, us-central1: month_1y 44810.08066464 and month_3y 28370.99821392 USD for
+    8 GPUs (a3-highgpu-1g gives the same per GPU: 5601.26008308 and 3546.37477674)."""
+    one = validate(OptimizeRequest("alexnet", pricing="reserved", provider="gcp", gpu="H100_SXM"))
+    assert one.prices[0] == pytest.approx(44810.08066464 / 730 / 8, rel=1e-6)  # 7.6730 per GPU-hour
+    assert one.price_sources == ("gcp reserved-1y",)
+    three = validate(OptimizeRequest("alexnet", pricing="reserved-3y", provider="gcp", gpu="H100_SXM"))
+    assert three.prices[0] == pytest.approx(28370.99821392 / 730 / 8, rel=1e-6)  # 4.8580
+    assert three.price_sources == ("gcp reserved-3y",)
+    default = validate(OptimizeRequest("alexnet", pricing="reserved"))
+    assert set(default.gpus) == {"L4", "A100_40GB", "H100_SXM"}
+    # L4: g2-standard-4 325.07215214 / 730 = 0.44530 beats g2-standard-96 3680.73156336 / 730 / 8
+    assert default.prices[default.gpus.index("L4")] == pytest.approx(325.07215214 / 730, rel=1e-6)
+
+
+def test_optimize_with_reserved_pricing_runs_and_names_the_price(capsys, tmp_path):
+    code = main(
+        ["optimize", "alexnet", "--budget", "16gpus", "--pricing", "reserved-3y", "--provider", "gcp"]
+        + ["--out", str(tmp_path / "o")]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "per GPU-hour (gcp reserved-3y)" in out
+
+
+def test_devices_priced_since_2026_11():
+    """L40S on-demand, each provider's cheapest per GPU-hour: runpod 1.09, crusoe 1.50, nebius 1.55,
+    coreweave 18.00 / 8 = 2.25; median = (1.50 + 1.55) / 2. RTX 4090: runpod Secure Cloud only."""
+    prices = catalog.prices()
+    assert prices["L40S"] == pricing.Price(
+        pytest.approx(1.525), "median on-demand of 4 providers (coreweave, crusoe, nebius, runpod)"
+    )
+    assert prices["RTX_4090"] == pricing.Price(0.74, "runpod on-demand")
+    assert prices["A100_80GB_PCIE"].usd_per_gpu_hour == pytest.approx((2.00 + 1.59) / 2)
+    assert prices["MI325X"] == pricing.Price(1.95, "tensorwave on-demand")
+    for unpriced in ("RTX_3090", "MI250", "MI250X"):
+        assert unpriced not in prices
