@@ -156,8 +156,11 @@ def _alternatives_lines(result) -> list[str]:
         )
         for a in plans
     ]
+    neutral = {"tp": 1, "pp": 1, "zero": 0, "recompute": "none"}  # a CNN's model-parallel columns
+    shown = [(k, h) for k, h in HEADERS if k not in neutral or any(a.get(k) != neutral[k] for a in plans)]
+    shown = [(k, h) for k, h in shown if k != "dp" or any(a.get("tp", 1) * a.get("pp", 1) > 1 for a in plans)]
     cols = [
-        *HEADERS,
+        *shown,
         ("time_to_train", "time to train"),
         ("cost", "cost"),
         ("energy", "kWh"),

@@ -78,22 +78,22 @@ def baseline(scorer: Scorer, cols, i) -> dict:
     }
 
 
-def _states(scorer: Scorer, sel: dict) -> str:
-    """Transformers: the model states of the smallest plan against its GPUs' memory."""
+def _states(scorer: Scorer) -> str:
+    """Transformers: the model states against the memory of the most GPUs allowed (the bytes
+    per parameter are the same in mixed precision and fp32: 2 + 2 + 4 master or 4 + 4, plus the
+    optimizer's states; costs.llm_memory)."""
     if scorer.space.llm is None:
         return ""
-    from costs.hardware import ELEMENT_BYTES
     from costs.llm_memory import state_bytes
 
-    j = int(np.argmin(sel["memory_bytes"]))
-    prec, gpus = str(sel["precision_name"][j]), int(sel["gpus"][j])
-    per = float(state_bytes(1.0, ELEMENT_BYTES[prec], scorer.optimizer, np.array(0), 1))
+    per = float(state_bytes(1.0, 2.0, scorer.optimizer, np.array(0), 1))
     params = scorer.costs.total_params
-    mem = float(sel["device_memory_bytes"][j])
+    gpus = int(max(scorer.space.choices("gpus")))
+    mem = float(scorer.devices.memory_bytes.max())
     return (
-        f"{params / 1e9:,.1f} B parameters x {per:.0f} bytes ({scorer.optimizer}, {prec}: weights, "
-        f"gradients, optimizer states) = {params * per / 1e12:,.2f} TB against {gpus} x "
-        f"{mem / 1e9:,.0f} GB = {gpus * mem / 1e12:,.2f} TB; "
+        f"{params / 1e9:,.1f} B parameters x {per:.0f} bytes ({scorer.optimizer}: weights, gradients, "
+        f"optimizer states) = {params * per / 1e12:,.2f} TB against {gpus} x {mem / 1e9:,.0f} GB = "
+        f"{gpus * mem / 1e12:,.2f} TB; "
     )
 
 
@@ -102,7 +102,7 @@ def _why_none(name: str, lim, sel: dict, scorer: Scorer) -> str:
     every other constraint, their metrics)."""
     messages = {
         "memory": lambda: (
-            f"no plan fits: {_states(scorer, sel)}the smallest plan needs "
+            f"no plan fits: {_states(scorer)}the smallest plan needs "
             f"{sel['memory_bytes'].min() / 1e9:.1f} GB per GPU, the "
             f"largest GPU allowed has {scorer.devices.memory_bytes.max() / 1e9:.0f} GB "
             f"({lim.memory_fraction:.0%} usable)"

@@ -115,7 +115,7 @@ def result(out: Outcome, req: OptimizeRequest) -> Result:
     if len(out.objectives) == 1 and alts and alts[0]["objective"] <= best["objective"] * (1 + TIE):
         best["why"].append(
             f"as good as the next best within {TIE:.1%}: among plans that tie, the cheaper (for time) or faster "
-            "(for cost) wins, then the less communication-bound."
+            "(for cost) wins, then the one on fewer nodes, then the less communication-bound."
         )
     sure = confidence(out.scorer, pool, out.objectives, req.seed)
     if sure is not None:

@@ -57,15 +57,16 @@ def score(scorer: Scorer, cols: dict[str, np.ndarray], objectives: tuple[str, ..
     n = len(valid)
     obj = np.full((len(objectives), n), INVALID)
     con = np.ones((len(scorer.limits.names()), n))
-    second = np.full((2, n), np.inf)
+    second = np.full((3, n), np.inf)
     if valid.any():
         sub = {a: c[valid] for a, c in cols.items()}
         m = scorer.metrics(sub)
         obj[:, valid] = np.nan_to_num(scorer.objective_values(m, objectives), nan=INVALID, posinf=INVALID)
         con[:, valid] = scorer.limits.values(m)
-        if len(objectives) == 1:  # then the cheaper (or faster), then the less communication-bound
+        if len(objectives) == 1:  # then the cheaper (or faster), the fewer nodes, the less comm-bound
             second[0, valid] = np.nan_to_num(m[_SECOND[objectives[0]]], nan=np.inf)
-            second[1, valid] = m["comm_s"] / m["iteration_s"]
+            second[1, valid] = m["nodes"]
+            second[2, valid] = m["comm_s"] / m["iteration_s"]
     return Scored(cols, obj, con, second)
 
 
@@ -98,7 +99,7 @@ def _steps(values: np.ndarray) -> np.ndarray:
 def ranked(s: Scored) -> np.ndarray:
     """Feasible plans, best first: by first objective in steps of :data:`TIE` (relative); within
     a step by each ``tiebreak`` row in turn, all but the last also in steps (e.g. the cheaper of
-    two equally fast plans, then the less communication-bound)."""
+    two equally fast plans, then the one on fewer nodes, then the less communication-bound)."""
     ok = np.flatnonzero(s.feasible)
     if ok.size == 0 or s.tiebreak is None:
         return ok[np.argsort(s.objectives[0, ok], kind="stable")]
