@@ -16,7 +16,10 @@ from planner.report.pareto_files import check_objectives, pareto_report
 from planner.request.optimize import OptimizeRequest, validate
 from planner.result.optimize import Result, needs, result
 from planner.search.certify import search_and_certify
+from planner.search.stream import Keep
 from planner.space.space import build as build_space
+
+PARETO_KEEP_ALL = 1_000_000  # combinations of a space whose every plan a Pareto report keeps
 
 
 def build(req: OptimizeRequest) -> tuple[Scorer, tuple[str, ...]]:
@@ -40,5 +43,9 @@ def pareto(req: OptimizeRequest) -> tuple[dict, dict[str, str]]:
     feasible."""
     check_objectives(req.objective)
     scorer, objectives = build(req)
-    outcome = search_and_certify(scorer, objectives, req)  # keeps every plan: trials.csv lists them
+    # An enumerated space keeps every plan (trials.csv lists them, the chart draws them) up to
+    # PARETO_KEEP_ALL combinations; a larger one keeps its exact front and the search's plans,
+    # so memory stays bounded whatever the space.
+    keep = None if scorer.space.raw_size <= PARETO_KEEP_ALL else Keep()
+    outcome = search_and_certify(scorer, objectives, req, keep=keep)
     return pareto_report(outcome, req)

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from planner.metrics.scorer import Scorer
 from planner.search import shared
-from planner.search.scored import Scored
-from planner.search.stream import Enumerated, Keep, enumerate_space, scored_chunks
+from planner.search.scored import Scored, merge
+from planner.search.stream import Enumerated, Keep, enumerate_space, scored_chunks, take
 from planner.search.study import open_study, run
 
 EXHAUSTIVE_LIMIT = 2_000_000  # raw combinations scored in about a second (bench_optimize.py)
@@ -36,15 +37,22 @@ class Outcome:
         if self.full is None:
             return {}
         got = self.found.objectives[:, self.found.feasible]  # (n_obj, found)
-        exact = self.full.objectives[:, keep]  # (n_obj, front)
+        exact = self.evaluated.objectives[:, keep]  # (n_obj, front)
         hit = np.isclose(exact[:, :, None], got[:, None, :], rtol=1e-12, atol=0).all(axis=0).any(axis=1)
         return {"exhaustive_front_size": int(keep.size), "front_found_by_search": int(hit.sum())}
 
-    @property
+    @cached_property
     def evaluated(self) -> Scored:
         """The plans to answer from: the enumerated ones kept when the space was enumerated,
-        else every distinct plan the search scored."""
-        return self.full if self.full is not None else self.found
+        else every distinct plan the search scored. A front enumerated without keeping every
+        plan (a large space) adds the exact front to the search's plans."""
+        if self.full is None:
+            return self.found
+        if self.enumerated is not None and not self.enumerated.kept_all and len(self.objectives) > 1:
+            both = merge([self.found, self.full])
+            _, first = np.unique(np.vstack(list(both.cols.values())), axis=1, return_index=True)
+            return take(both, np.sort(first))
+        return self.full
 
     def parts(self) -> Iterator[Scored]:
         """Every distinct plan scored, in parts: the whole space chunk by chunk (scored again)

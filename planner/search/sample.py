@@ -12,14 +12,20 @@ from __future__ import annotations
 import numpy as np
 
 from planner.metrics.scorer import Scorer
-from planner.search.scored import Scored, score
+from planner.search.scored import Scored, front_indices, ranked, score
+from planner.search.stream import take
 
 SAMPLE_SIZE = 1 << 17  # combinations drawn (about 0.1 s to score)
 SAMPLE_ABOVE = 2_000_000  # only spaces too large to enumerate by default (certify.EXHAUSTIVE_LIMIT)
 
 
+KEEP = 64  # the sample's best plans kept as starts (one objective); its front (several)
+
+
 def sample(scorer: Scorer, objectives: tuple[str, ...], seed: int, n: int = SAMPLE_SIZE) -> Scored | None:
-    """``n`` uniform draws of the space's index combinations, scored (None for small spaces)."""
+    """``n`` uniform draws of the space's index combinations, scored; only their best
+    :data:`KEEP` feasible plans (one objective) or their front (several) are returned, as
+    starts for refinement (None for small spaces)."""
     space = scorer.space
     if space.raw_size <= SAMPLE_ABOVE:
         return None
@@ -28,4 +34,6 @@ def sample(scorer: Scorer, objectives: tuple[str, ...], seed: int, n: int = SAMP
     keys = np.unique(np.vstack(list(cols.values())), axis=1)
     cols = dict(zip(space.names, keys, strict=True))
     valid = space.valid(cols)
-    return score(scorer, {a: c[valid] for a, c in cols.items()}, objectives)
+    s = score(scorer, {a: c[valid] for a, c in cols.items()}, objectives)
+    best = ranked(s)[:KEEP] if len(objectives) == 1 else front_indices(s)
+    return take(s, best)
