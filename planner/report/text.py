@@ -156,11 +156,8 @@ def _alternatives_lines(result) -> list[str]:
         )
         for a in plans
     ]
-    neutral = {"tp": 1, "pp": 1, "zero": 0, "recompute": "none"}  # a CNN's model-parallel columns
-    shown = [(k, h) for k, h in HEADERS if k not in neutral or any(a.get(k) != neutral[k] for a in plans)]
-    shown = [(k, h) for k, h in shown if k != "dp" or any(a.get("tp", 1) * a.get("pp", 1) > 1 for a in plans)]
     cols = [
-        *shown,
+        *_shown_headers(plans),
         ("time_to_train", "time to train"),
         ("cost", "cost"),
         ("energy", "kWh"),
@@ -168,6 +165,15 @@ def _alternatives_lines(result) -> list[str]:
     ]
     head = ["", "Pareto front:" if result.pareto else "Next best:"]
     return head + ["  " + x for x in table(alts, cols, 2).splitlines()]
+
+
+def _shown_headers(plans: list[dict]) -> list[tuple[str, str]]:
+    """The axes' compact columns, without the model-parallel ones when every plan is plain data
+    parallel (a CNN's)."""
+    neutral = {"tp": 1, "pp": 1, "zero": 0, "recompute": "none"}
+    split = any(a.get("tp", 1) * a.get("pp", 1) > 1 for a in plans)
+    shown = [(k, h) for k, h in HEADERS if k not in neutral or any(a.get(k) != neutral[k] for a in plans)]
+    return [(k, h) for k, h in shown if k != "dp" or split]
 
 
 def _search_line(s: dict) -> str:
