@@ -30,26 +30,42 @@ def _log2(k):
     return np.ceil(np.log2(np.maximum(k, 1)))
 
 
+def _steps(scheme, k):
+    """(latency steps, bandwidth factor) of each scheme over ``k`` peers: a flat AllReduce of S
+    bytes takes ``steps x a + factor x S / B`` (see the module docstring)."""
+    k = np.maximum(np.asarray(k, dtype=float), 1.0)
+    log = _log2(k)
+    index = {name: i for i, name in enumerate(SCHEME_NAMES)}
+    ring, tree, fly = (scheme == index[x] for x in ("ring", "tree", "butterfly"))
+    steps = np.select([ring, tree, fly], [2.0 * (k - 1), 2.0 * log, log], 2.0 * (k - 1))
+    factor = np.select([ring, tree, fly], [2.0 * (k - 1) / k, 2.0 * log, log], 2.0 * (k - 1))
+    return np.where(k > 1, steps, 0.0), np.where(k > 1, factor, 0.0)
+
+
 def flat(scheme, nbytes, k, bw, lat):
     """Seconds of one AllReduce of ``nbytes`` over ``k`` peers (arrays broadcast)."""
-    k = np.maximum(np.asarray(k, dtype=float), 1.0)
-    t = nbytes / bw
-    ring = 2.0 * (k - 1) * lat + 2.0 * (k - 1) / k * t
-    tree = 2.0 * _log2(k) * (lat + t)
-    butterfly = _log2(k) * (lat + t)
-    onetoall = 2.0 * (k - 1) * (lat + t)
-    index = {name: i for i, name in enumerate(SCHEME_NAMES)}
-    out = np.select(
-        [scheme == index["ring"], scheme == index["tree"], scheme == index["butterfly"]],
-        [ring, tree, butterfly],
-        onetoall,
-    )
-    return np.where(k > 1, out, 0.0)
+    steps, factor = _steps(scheme, k)
+    return steps * lat + factor * (nbytes / bw)
 
 
-def _ring_half(nbytes, g, bw, lat):
-    """A ring reduce-scatter (or all-gather): (g-1) a + (g-1)/g S/B."""
-    return np.where(g > 1, (g - 1) * lat + (g - 1) / np.maximum(g, 1) * nbytes / bw, 0.0)
+def affine(scheme, workers, per_node, intra_bw, intra_lat, net_bw, net_lat, nics_per_node=None):
+    """(seconds, seconds per byte): an AllReduce of S bytes over ``workers`` GPUs, ``per_node``
+    to a node, takes ``a + b S`` (flat inside one node; hierarchical across nodes, see
+    :func:`allreduce`), so several message sizes cost one evaluation."""
+    workers = np.asarray(workers, dtype=float)
+    g = np.maximum(np.minimum(np.asarray(per_node, dtype=float), workers), 1.0)
+    nodes = np.ceil(workers / g)
+    nics = g if nics_per_node is None else np.asarray(nics_per_node, dtype=float)
+    share = net_bw * np.minimum(nics, g) / g
+    multi = nodes > 1
+    # one node: the scheme over all workers; several: ring reduce-scatter and all-gather inside
+    # the node, the scheme across nodes on S / g per GPU
+    steps, factor = _steps(scheme, np.where(multi, nodes, workers))
+    inner = np.where(multi & (g > 1), 2.0 * (g - 1), 0.0)
+    a = np.where(multi, inner * intra_lat + steps * net_lat, steps * intra_lat)
+    b = np.where(multi, inner / g / intra_bw + factor / g / share, factor / intra_bw)
+    on = workers > 1
+    return np.where(on, a, 0.0), np.where(on, b, 0.0)
 
 
 def allreduce(scheme, nbytes, workers, per_node, intra_bw, intra_lat, net_bw, net_lat, nics_per_node=None):
@@ -59,14 +75,5 @@ def allreduce(scheme, nbytes, workers, per_node, intra_bw, intra_lat, net_bw, ne
     one per GPU, the catalog's convention for inter-node links) sets each GPU's share of the
     node's network bandwidth: net_bw x min(nics, g) / g.
     """
-    workers = np.asarray(workers, dtype=float)
-    g = np.minimum(np.asarray(per_node, dtype=float), workers)
-    g = np.maximum(g, 1.0)
-    nodes = np.ceil(workers / g)
-    nics = g if nics_per_node is None else np.asarray(nics_per_node, dtype=float)
-    share = net_bw * np.minimum(nics, g) / g
-    single = flat(scheme, nbytes, workers, intra_bw, intra_lat)
-    inner = 2.0 * _ring_half(nbytes, g, intra_bw, intra_lat)
-    multi = inner + flat(scheme, nbytes / g, nodes, share, net_lat)
-    out = np.where(nodes > 1, multi, single)
-    return np.where(workers > 1, out, 0.0)
+    a, b = affine(scheme, workers, per_node, intra_bw, intra_lat, net_bw, net_lat, nics_per_node)
+    return a + b * nbytes

@@ -240,14 +240,8 @@ def _sync(c: _Ctx, plans: Plans, params, stage: dict, bucket_bytes: float, nics)
     p = np.maximum(np.maximum(params[0], params[1]), params[2])
     g = np.clip(np.floor(c.per_node / c.t), 1.0, c.dp)
 
-    two = lambda x: np.concatenate([np.broadcast_to(x, p.shape)] * 2)  # noqa: E731  (one call)
-    both = collectives.allreduce(
-        two(plans.scheme),
-        np.concatenate([GRAD_BYTES * p, c.elem * p]),
-        *(two(x) for x in (c.dp, g, c.intra_bw, c.intra_lat, c.net_bw, c.net_lat)),
-        nics,
-    )
-    grads, weights = both[: p.size], both[p.size :] / 2.0
+    a, b = collectives.affine(plans.scheme, c.dp, g, c.intra_bw, c.intra_lat, c.net_bw, c.net_lat, nics)
+    grads, weights = a + b * (GRAD_BYTES * p), (a + b * (c.elem * p)) / 2.0
     z = plans.zero
     per_step = np.select([z == 0, z == 1, z == 2], [grads, grads / 2.0 + weights, weights], 0.0)
     per_mb = np.select([z == 2, z == 3], [grads / 2.0, grads / 2.0 + 2.0 * weights], 0.0)
