@@ -49,7 +49,7 @@ class Outcome:
         if self.full is None:
             return self.found
         if self.enumerated is not None and not self.enumerated.kept_all and len(self.objectives) > 1:
-            both = merge([self.found, self.full])
+            both = merge([self.full, self.found])  # the enumerated plan first among equals
             _, first = np.unique(np.vstack(list(both.cols.values())), axis=1, return_index=True)
             return take(both, np.sort(first))
         return self.full
