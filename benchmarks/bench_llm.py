@@ -17,13 +17,10 @@ import os
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(var, "1")  # one core
 
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+from bench_optimize import bench_command  # noqa: E402  (this folder is on sys.path)
 
 from costs.model import evaluate, plans  # noqa: E402
 from planner import catalog  # noqa: E402
@@ -77,20 +74,7 @@ def bench(net: str) -> None:
     )
 
 
-def bench_command(repeat: int = 3) -> None:
-    exe = shutil.which("planner")
-    cmd = [exe] if exe else [sys.executable, "-m", "planner"]
-    best = float("inf")
-    with tempfile.TemporaryDirectory() as tmp:
-        for i in range(repeat):
-            t0 = time.perf_counter()
-            args = ["optimize", "llama3-70b", "--budget", "512gpus", "--out", f"{tmp}/{i}"]
-            subprocess.run([*cmd, *args], check=True, stdout=subprocess.DEVNULL)
-            best = min(best, time.perf_counter() - t0)
-    print(f"planner optimize llama3-70b --budget 512gpus: {best:.2f} s (best of {repeat}; target 3 s)")
-
-
 if __name__ == "__main__":
     for name in ("llama3-8b", "gpt3-175b"):
         bench(name)
-    bench_command()
+    bench_command(("llama3-70b", "--budget", "512gpus"))  # target 3 s

@@ -21,20 +21,19 @@ from planner.request.optimize import OptimizeRequest
 from planner.search.scored import exhaustive
 
 
-def bench_command(repeat: int = 3) -> None:
+def bench_command(args: tuple[str, ...] = ("alexnet", "--budget", "16gpus"), repeat: int = 3) -> float:
+    """Best wall time of `planner optimize ARGS` from process start to exit (seconds), printed."""
     exe = shutil.which("planner")
     cmd = [exe] if exe else [sys.executable, "-m", "planner"]
     best = float("inf")
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeat):
             t0 = time.perf_counter()
-            subprocess.run(
-                [*cmd, "optimize", "alexnet", "--budget", "16gpus", "--out", f"{tmp}/{i}"],
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
+            run = [*cmd, "optimize", *args, "--out", f"{tmp}/{i}"]
+            subprocess.run(run, check=True, stdout=subprocess.DEVNULL)
             best = min(best, time.perf_counter() - t0)
-    print(f"planner optimize alexnet --budget 16gpus: {best:.2f} s (best of {repeat}, process start to exit)")
+    print(f"planner optimize {' '.join(args)}: {best:.2f} s (best of {repeat}, process start to exit)")
+    return best
 
 
 def bench_enumeration(net: str, budget: int, precision: str = "fp32") -> None:
