@@ -13,7 +13,8 @@ Per plan: ``t`` = tp, ``p`` = pp, ``v`` = interleave, ``m`` microbatches per ste
               two more with full recomputation (Shoeybi et al. 2019, arXiv:1909.08053, §3;
               Narayanan et al. 2021, arXiv:2104.04473, §3.3); sequence parallelism moves the
               same bytes as reduce-scatters and all-gathers; one each for the
-              vocabulary-parallel embedding and LM head; ring inside the node, not overlapped
+              vocabulary-parallel embedding and LM head; ring inside the node, exposed, or,
+              with ``tp_overlap``, hidden behind the block's split compute as far as it lasts
   stages      blocks spread over ``p`` stages so that the first (with the embedding) and the
               last (with the LM head and loss) carry their share in block-equivalents; the
               stage with the most work binds
@@ -139,6 +140,7 @@ class _Ctx:
         self.e = plans.ep.astype(float)
         self.elem = ELEMENT_SIZE[plans.precision]
         self.sp_div = np.where(plans.sp, self.t, 1.0)
+        self.tp_overlap = plans.tp_overlap
         intra, net = plans.intra_link, plans.network
         self.intra_bw, self.intra_lat = links.bandwidth[intra] * eff.link[intra], links.latency[intra]
         self.net_bw, self.net_lat = links.bandwidth[net] * eff.link[net], links.latency[net]
@@ -157,6 +159,10 @@ def _microbatch(c: _Ctx, x: dict, recompute) -> dict:
     rec = np.where(recompute == FULL, blk_f, np.where(recompute == SELECTIVE, x["attn_f"], 0.0))
     ar = _ring(c.hidden, c.t, c.intra_bw, c.intra_lat)
     tp_blk = (4.0 + 2.0 * (recompute == FULL)) * ar
+    # Overlapped (Megatron-Core's --tp-comm-overlap: the all-gathers and reduce-scatters run in
+    # chunks beside the GEMMs that consume or produce them): only what the block's split compute
+    # cannot cover is exposed.
+    tp_blk = np.where(c.tp_overlap, np.maximum(tp_blk - (x["blk_f"] + x["blk_b"]), 0.0), tp_blk)
     moe = c.m.get("moe")
     a2a = np.zeros_like(ar)
     if moe:

@@ -38,6 +38,7 @@ class Plans:
     sp: np.ndarray  # bool: sequence parallelism with tensor parallelism
     ep: np.ndarray  # expert-parallel degree (mixture of experts), within the data-parallel group
     interleave: np.ndarray  # virtual pipeline stages per GPU (1: plain 1F1B)
+    tp_overlap: np.ndarray  # bool: tensor-parallel collectives overlapped with the GEMMs
 
     def __len__(self) -> int:
         return int(self.device.shape[0])
@@ -63,8 +64,9 @@ _DEFAULTS = dict(
     sp=False,
     ep=1,
     interleave=1,
+    tp_overlap=False,
 )
-_DTYPES = dict(ppp_comp=float, ppp_comm=float, pipeline=bool, sp=bool)
+_DTYPES = dict(ppp_comp=float, ppp_comm=float, pipeline=bool, sp=bool, tp_overlap=bool)
 
 
 def plans(n_layers: int, **columns) -> Plans:

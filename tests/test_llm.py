@@ -182,3 +182,32 @@ def test_a_mixture_of_experts_is_tiled_by_its_expert_gemms():
     moe = int(np.flatnonzero(sh.terms.tc[:, 0] == sh.terms.tc[:, 0].max())[0])
     assert sh.terms.gm_n[moe, 0] == m["seq_len"] * m["moe"]["top_k"]
     assert sh.terms.gn[moe, 0] == 2 * m["d_ff"] // 2
+
+
+def test_overlapped_tensor_parallel_communication_is_hidden_behind_the_split_compute():
+    """--tp-overlap (Megatron-Core's --tp-comm-overlap): the TP collectives of a block are
+    exposed only beyond its split compute, so never more than without overlap, and the rest of
+    the plan is unchanged."""
+    costs, p, devices, links = _one_gpu(
+        "gpt3-175b",
+        batch=1,
+        workers=64,
+        gpus_per_node=8,
+        tp=8,
+        pp=8,
+        accumulation=16,
+        tp_overlap=[False, True],
+    )
+    r = evaluate(costs, p, devices, links)
+    assert r.tp_comm[1] < r.tp_comm[0]
+    assert r.forward[1] == r.forward[0] and r.backward[1] == r.backward[0] and r.memory[1] == r.memory[0]
+    assert r.total[1] < r.total[0]
+
+
+def test_measured_runs_carry_their_tp_overlap():
+    from planner.calibrate import measurements
+
+    runs = measurements.load(catalog.configs_dir() / "measurements" / "llm.csv")
+    core = [r for r in runs if r.source == "megatron-core-readme-2024-h100"]
+    assert core and all(r.tp_overlap for r in core)
+    assert not any(r.tp_overlap for r in runs if r.source.startswith("megatron-lm-readme"))

@@ -127,3 +127,16 @@ def test_a_sweep_over_transformers_with_model_parallel_keys(tmp_path, capsys):
         assert r["state"] == "done" and int(r["tp"]) in (1, 2, 4) and r["recompute"] in ("none", "full")
         assert int(r["tp"]) * int(r["pp"]) * int(r["dp"]) == int(r["gpus"])
     capsys.readouterr()
+
+
+def test_tp_overlap_option(capsys):
+    base = "estimate gpt3-175b --device H100_SXM --workers 64 --gpus-per-node 8 --tp 8 --pp 8 --microbatch 1 "
+    base += "--global-batch 64 --recompute full --scheme ring --format json"
+    code, out, err = run(capsys, *base.split())
+    plain = json.loads(out)[0]
+    code2, out2, err2 = run(capsys, *base.split(), "--tp-overlap")
+    hidden = json.loads(out2)[0]
+    assert code == code2 == 0 and hidden["tp_overlap"] == "on" and plain["tp_overlap"] == "off"
+    assert hidden["tp_comm_ms"] < plain["tp_comm_ms"] and hidden["total_ms"] < plain["total_ms"]
+    code, out, err = run(capsys, "optimize", "llama3-8b", "--budget", "16gpus", "--tp-overlap", "maybe")
+    assert code == 2 and "--tp-overlap 'maybe' (valid: on, off, or on,off)" in err

@@ -153,10 +153,13 @@ def test_megatron_2021_runs_within_the_stated_band(shipped):
             assert 0.85 < _ratio(shipped, run.net) < 1.25, run.net
 
 
-def test_megatron_core_h100_runs_under_predicted_where_tp_communication_overlaps(shipped):
+def test_megatron_core_h100_runs_with_their_tp_overlap(shipped):
     """Megatron-Core 2024 on H100 overlaps tensor-parallel communication with GEMMs
-    (--tp-comm-overlap); the evaluator exposes it, so its TP 8, PP 1 run is under-predicted
-    (32B: 0.63x) while the TP 1 run is over-predicted (1.7B: 1.66x). Measured 2026-11-23 under
-    the shipped profile; the band pins the error so a change is noticed."""
-    assert 0.55 < _ratio(shipped, "megatron-core-gpt-32b") < 0.72
-    assert 1.5 < _ratio(shipped, "megatron-core-gpt-1.7b") < 1.8
+    (--tp-comm-overlap, the rows' tp_overlap): modelled, its runs are predicted at 0.72-1.46x
+    under the shipped profile (32B at TP 8, PP 1: 0.72x; the TP 1 run, 1.7B: 1.46x; measured
+    2026-11-23). The band pins the error so a change is noticed."""
+    assert 0.65 < _ratio(shipped, "megatron-core-gpt-32b") < 0.8
+    assert 1.35 < _ratio(shipped, "megatron-core-gpt-1.7b") < 1.6
+    for run in shipped["llm.csv"]:
+        if run.source == "megatron-core-readme-2024-h100":
+            assert 0.65 < _ratio(shipped, run.net) < 1.6, run.net

@@ -72,6 +72,7 @@ class Run:
     tp: int = 1  # tensor-parallel size
     pp: int = 1  # pipeline-parallel size
     recompute: str = ""  # activation recomputation as the source states it; "" when it does not
+    tp_overlap: bool = False  # tensor-parallel communication overlapped with GEMMs (source says so)
     flops_per_sample: float | None = None  # model FLOPs per sequence as the source counts them
 
     @property
@@ -213,6 +214,7 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         tp=tp,
         pp=pp,
         recompute=row.choice("recompute", RECOMPUTE, "recompute policy", allow_empty=True),
+        tp_overlap=row.choice("tp_overlap", ("", "no", "yes"), "yes or no", allow_empty=True) == "yes",
         flops_per_sample=_flops(row, net, metric, seq_len),
     )
 

@@ -86,6 +86,7 @@ class RunTable:
             tp=col(lambda r: r.tp),
             pp=col(lambda r: r.pp),
             recompute=col(lambda r: RECOMPUTE.index(r.recompute or "none")),
+            tp_overlap=col(lambda r: r.tp_overlap, bool),
         )
 
     def __len__(self) -> int:

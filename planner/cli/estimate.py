@@ -110,6 +110,12 @@ def estimate(
     sp: Annotated[
         bool, typer.Option("--sp", help="Transformers: sequence parallelism with tensor parallelism.")
     ] = False,
+    tp_overlap: Annotated[
+        bool,
+        typer.Option(
+            "--tp-overlap", help="Transformers: TP communication overlapped with GEMMs (Megatron-Core)."
+        ),
+    ] = False,
     ep: Annotated[int, typer.Option(help="Mixture of experts: expert-parallel degree.")] = 1,
     interleave: Annotated[int, typer.Option(help="Transformers: virtual pipeline stages per GPU.")] = 1,
     microbatch: Annotated[
@@ -174,6 +180,7 @@ def estimate(
             zero=zero,
             recompute=recompute,
             sp=sp,
+            tp_overlap=tp_overlap,
             ep=ep,
             interleave=interleave,
             microbatch=microbatch,

@@ -48,6 +48,7 @@ class EstimateRequest:
     zero: int = 0
     recompute: str = "none"
     sp: bool = False
+    tp_overlap: bool = False
     ep: int = 1
     interleave: int = 1
     microbatch: int | None = None  # sequences per GPU per microbatch (None: --batch's)
@@ -58,8 +59,8 @@ class EstimateRequest:
     def model_parallel(self) -> bool:
         """True when an LLM-parallelism option differs from plain data parallelism."""
         return (
-            (self.tp, self.pp, self.zero, self.recompute, self.sp, self.ep, self.interleave)
-            != (1, 1, 0, "none", False, 1, 1)
+            (self.tp, self.pp, self.zero, self.recompute, self.sp, self.ep, self.interleave, self.tp_overlap)
+            != (1, 1, 0, "none", False, 1, 1, False)
             or self.microbatch is not None
             or self.global_batch is not None
         )

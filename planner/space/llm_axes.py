@@ -122,6 +122,18 @@ def sp_choices(problem: Problem) -> tuple[str, ...]:
     return values
 
 
+def tp_overlap_choices(problem: Problem) -> tuple[str, ...]:
+    """Tensor-parallel communication overlapped with the GEMMs (Megatron-Core's
+    --tp-comm-overlap): off unless asked, since not every stack does it."""
+    text = problem.axis_option("tp_overlap")
+    if text is None or problem.llm is None:
+        return ("off",)
+    values = tuple(dict.fromkeys(x.strip() for x in text.split(",")))
+    if not values or not set(values) <= {"on", "off"}:
+        raise BadInput(f"--tp-overlap '{text}' (valid: on, off, or on,off)")
+    return values
+
+
 def ep_choices(problem: Problem) -> tuple[int, ...]:
     """Expert-parallel degrees: divisors of the experts (mixture-of-experts nets only)."""
     moe = problem.llm.get("moe") if problem.llm else None
@@ -221,6 +233,16 @@ AXES: tuple[Axis, ...] = (
         fields=(Field("sp", _value("sp")),),
         estimate_args=_arg("sp", "sp", "off"),
         option="Sequence parallelism with tensor parallelism: on, off or on,off (default: both).",
+    ),
+    Axis(
+        "tp_overlap",
+        choices=tp_overlap_choices,
+        plan=lambda ch: {"tp_overlap": ch.value("tp_overlap") == "on"},
+        valid=lambda ch: (ch.value("tp_overlap") == "off") | (ch.value("tp") > 1),
+        fields=(Field("tp_overlap", _value("tp_overlap")),),
+        estimate_args=lambda r: ["--tp-overlap"] if r.get("tp_overlap") == "on" else [],
+        option="Tensor-parallel communication overlapped with the GEMMs (Megatron-Core's --tp-comm-overlap): "
+        "on, off or on,off (default off).",
     ),
     Axis(
         "zero",
