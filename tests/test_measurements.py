@@ -15,7 +15,7 @@ HEADER = (
     "framework,data,seq_len,accumulation,tp,pp,url,date,notes"
 ).split(",")
 # llm.csv adds how the run recomputed activations and how its source counts FLOPs
-LLM_HEADER = HEADER[:17] + ["recompute", "flops_counting"] + HEADER[17:]
+LLM_HEADER = HEADER[:17] + ["recompute", "tp_overlap", "flops_counting"] + HEADER[17:]
 HEADERS = {"cnn.csv": HEADER, "transformer.csv": HEADER, "llm.csv": LLM_HEADER, "pending.csv": HEADER}
 CNN_NETS = {"alexnet", "resnet50", "resnet152", "inception_v3", "vgg16", "densenet121", "nin", "overfeat"}
 MEGATRON = {
