@@ -13,10 +13,12 @@ perf_counter on the CPU.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from planner.profile.timing import Trainer
+if TYPE_CHECKING:
+    from planner.profile.timing import Trainer
 
 
 @dataclass(frozen=True)
