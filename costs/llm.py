@@ -82,6 +82,12 @@ def applies(costs) -> bool:
     return isinstance(costs.net.meta.get("model"), dict)
 
 
+def description(costs) -> dict | None:
+    """The transformer description this evaluator reads (``dims`` filled in), or None: not a
+    transformer, or not the modern rules, which alone model tensor and pipeline parallelism."""
+    return dims(costs.net.meta["model"]) if costs.rules.modern and applies(costs) else None
+
+
 _PARTS = ("emb_f", "emb_b", "head_f", "head_b", "blk_f", "blk_b", "rep_f", "rep_b", "attn_f")
 _KERNELS = ("k_emb", "k_head", "k_blk", "k_rep")
 _PER_SHARD = ("p_emb", "p_blk", "p_head", "p_exp", "t_emb", "t_blk", "t_head")

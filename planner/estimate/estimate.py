@@ -13,6 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from costs import comm
+from costs.llm import description
 from costs.model import evaluate, plans
 from planner import catalog
 from planner.errors import BadInput, UnsupportedError
@@ -22,7 +23,6 @@ from planner.estimate.records import hardware, precision_of, record
 from planner.metrics.model import CostModel, loader_for
 from planner.request import defaults
 from planner.request.estimate import EstimateRequest, validate
-from planner.request.optimize import transformer_model
 
 
 def _split_index(costs, req: EstimateRequest) -> int:
@@ -64,7 +64,7 @@ def estimate(req: EstimateRequest) -> list[dict]:
     net_info = catalog.network(req.network)
     precision = _precision(req, info)
     costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, seq_len=req.seq_len)
-    llm = transformer_model(costs)
+    llm = description(costs)
     req = replace(req, optimizer=defaults.optimizer(req.optimizer, llm is not None))
     model = CostModel.of(
         req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader)

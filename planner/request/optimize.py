@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from costs.hardware import PRECISIONS
+from costs.llm import description
 from planner import catalog, pricing
 from planner.energy import Energy, with_options
 from planner.errors import BadInput
@@ -298,7 +299,7 @@ def validate(req: OptimizeRequest) -> Problem:
         raise BadInput(f"no device has a {what} in prices.toml (see `planner list prices`)")
     net_info = catalog.network(req.network)
     costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, seq_len=req.seq_len)
-    llm = transformer_model(costs)
+    llm = description(costs)
     req = _resolved(req, costs, llm is not None)
     epochs, dataset = _training(req, costs)
     infos = tuple(catalog.device(k) for k in gpus)
@@ -325,15 +326,6 @@ def validate(req: OptimizeRequest) -> Problem:
         energy=energy,
         gpu_caps=caps,
     )
-
-
-def transformer_model(costs) -> dict | None:
-    """The transformer description the LLM evaluator reads (None: not a transformer, or not
-    the modern rules, which alone model tensor and pipeline parallelism)."""
-    from costs import llm_shard
-    from costs.llm import applies
-
-    return llm_shard.dims(costs.net.meta["model"]) if costs.rules.modern and applies(costs) else None
 
 
 def _resolved(req: OptimizeRequest, costs, llm: bool) -> OptimizeRequest:
