@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from planner.calibrate import measurements as m
@@ -110,3 +111,47 @@ def test_bad_llm_row_names_row_and_column(tmp_path, line, column, says):
     with pytest.raises(BadInput) as err:
         m.load(write(tmp_path, [LLM_GOOD, line], LLM_HEADER))
     assert f"row 2, column '{column}'" in str(err.value) and says in str(err.value)
+
+
+SHARDED_HEADER = HEADER + ",seq_len,tp,pp,zero,sp"
+SHARDED = "f,llama3-8b,H100_SXM,bf16,64,8,ib_ndr,2,ring,tokens_per_s_per_gpu,5000,1,8192,1,1,3,"
+
+
+def test_zero_sp_and_per_gpu_tokens(tmp_path):
+    lines = [SHARDED, "f,llama3-70b,H100_SXM,bf16,64,8,ib_ndr,1,ring,tokens_per_s,1e5,8,8192,4,4,1,yes"]
+    fsdp, mp = m.load(write(tmp_path, lines, SHARDED_HEADER))
+    # 5,000 tokens/s on each of 64 GPUs, 8,192 tokens a sequence
+    assert fsdp.samples_per_s == pytest.approx(5000 * 64 / 8192)
+    assert (fsdp.zero, fsdp.sp) == (3, False)
+    assert (mp.zero, mp.sp, mp.tp) == (1, True, 4)
+    default = m.load(write(tmp_path, GOOD))[0]
+    assert (default.zero, default.sp) == (0, False)
+
+
+@pytest.mark.parametrize(
+    ("line", "column", "says"),
+    [
+        (SHARDED.replace(",3,", ",4,"), "zero", "valid: 0, 1, 2, 3"),
+        (SHARDED.replace(",3,", ",-1,"), "zero", "below 0"),
+        (SHARDED + "maybe", "sp", "valid: no, yes"),
+        (SHARDED.replace(",8192,", ",,"), "seq_len", "needs the sequence length"),
+    ],
+)
+def test_bad_sharded_row_names_row_and_column(tmp_path, line, column, says):
+    with pytest.raises(BadInput) as err:
+        m.load(write(tmp_path, [SHARDED, line], SHARDED_HEADER))
+    assert f"row 2, column '{column}'" in str(err.value) and says in str(err.value)
+
+
+def test_zero_and_sp_reach_the_predicted_plans(tmp_path):
+    from planner.calibrate.predict import RunTable
+
+    lines = [
+        SHARDED,
+        SHARDED.replace(",3,", ",0,"),
+        "f,llama3-70b,H100_SXM,bf16,64,8,ib_ndr,1,ring,tokens_per_s,1e5,8,8192,4,4,1,yes",
+    ]
+    table = RunTable(m.load(write(tmp_path, lines, SHARDED_HEADER)), "modern")
+    zero = np.concatenate([g.plans.zero for g in table.groups])
+    sp = np.concatenate([g.plans.sp for g in table.groups])
+    assert sorted(zero.tolist()) == [0, 1, 3] and sorted(sp.tolist()) == [False, False, True]

@@ -3,13 +3,16 @@
 One row is one measured run. Required columns (configs/measurements/README.md defines them):
 ``source,net,device,precision,gpus,gpus_per_node,network,batch_per_gpu,scheme,metric,value``.
 Optional: ``accumulation`` (microbatches per optimizer step, default 1), ``seq_len``, ``tp`` and
-``pp`` (tensor- and pipeline-parallel sizes, default 1), ``recompute`` (activation recomputation:
-``none``, ``selective``, ``full``; empty when not stated), ``flops_counting`` (see
+``pp`` (tensor- and pipeline-parallel sizes, default 1), ``zero`` (ZeRO stage 0-3 of the
+data-parallel group, 3 = FSDP full sharding; default 0), ``sp`` (``yes``: sequence parallelism with
+TP), ``recompute`` (activation recomputation: ``none``, ``selective``, ``full``; empty when not
+stated), ``flops_counting`` (see
 :mod:`planner.calibrate.flops`), ``url``, ``date``, ``notes`` and anything else (kept, not read).
 
 ``metric`` is ``samples_per_s`` (all GPUs together; a transformer's sample is one sequence),
 ``iteration_ms`` (forward + backward + update, one optimizer step), ``tokens_per_s`` (all GPUs;
-needs ``seq_len``) or ``tflops_per_gpu`` (model teraFLOP/s per GPU as the source counts them; needs
+needs ``seq_len``), ``tokens_per_s_per_gpu`` (one GPU's share, as Megatron-Bridge and torchtitan
+print it; needs ``seq_len``) or ``tflops_per_gpu`` (model teraFLOP/s per GPU as the source counts them; needs
 ``seq_len``, ``flops_counting`` and a net with a transformer ``model`` description). Every metric
 is read as samples per second. ``out_of_memory`` rows (a batch that did not fit, as
 ``planner profile`` writes them) are skipped. Rows measured on the CPU (device ``cpu``) are
@@ -43,7 +46,8 @@ REQUIRED = (
     "metric",
     "value",
 )
-METRICS = ("samples_per_s", "iteration_ms", "tokens_per_s", "tflops_per_gpu")
+METRICS = ("samples_per_s", "iteration_ms", "tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu")
+TOKEN_METRICS = ("tokens_per_s", "tokens_per_s_per_gpu", "tflops_per_gpu")  # need seq_len
 RECOMPUTE = ("", "none", "selective", "full")
 # Scheme names as published runs state them, mapped to the AllReduce registry. An empty scheme
 # (one GPU, or not stated) and "nccl"/"horovod" mean NCCL's ring; a parameter server sends every
@@ -71,6 +75,8 @@ class Run:
     seq_len: int | None = None
     tp: int = 1  # tensor-parallel size
     pp: int = 1  # pipeline-parallel size
+    zero: int = 0  # ZeRO stage of the data-parallel group (3 = FSDP full sharding)
+    sp: bool = False  # sequence parallelism with tensor parallelism (source says so)
     recompute: str = ""  # activation recomputation as the source states it; "" when it does not
     tp_overlap: bool = False  # tensor-parallel communication overlapped with GEMMs (source says so)
     flops_per_sample: float | None = None  # model FLOPs per sequence as the source counts them
@@ -87,6 +93,8 @@ class Run:
             return self.value
         if self.metric == "tokens_per_s":
             return self.value / self.seq_len
+        if self.metric == "tokens_per_s_per_gpu":
+            return self.value * self.gpus / self.seq_len
         if self.metric == "tflops_per_gpu":
             return self.value * 1e12 * self.gpus / self.flops_per_sample
         replicas = self.gpus // (self.tp * self.pp)
@@ -147,9 +155,16 @@ def _parallel(row: _Row, gpus: int) -> tuple[int, int]:
     return tp, pp
 
 
+def _zero(row: _Row) -> int:
+    stage = row.integer("zero", default=0, minimum=0)
+    if stage > 3:
+        raise row.fail("zero", f"ZeRO stage {stage} does not exist (valid: 0, 1, 2, 3)")
+    return stage
+
+
 def _flops(row: _Row, net: str, metric: str, seq_len: int | None) -> float | None:
     """Model FLOPs per sequence for a ``tflops_per_gpu`` run (None for the other metrics)."""
-    if metric in ("tflops_per_gpu", "tokens_per_s") and seq_len is None:
+    if metric in TOKEN_METRICS and seq_len is None:
         raise row.fail("seq_len", f"metric {metric} needs the sequence length")
     if metric != "tflops_per_gpu":
         return None
@@ -213,6 +228,8 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         seq_len=seq_len,
         tp=tp,
         pp=pp,
+        zero=_zero(row),
+        sp=row.choice("sp", ("", "no", "yes"), "yes or no", allow_empty=True) == "yes",
         recompute=row.choice("recompute", RECOMPUTE, "recompute policy", allow_empty=True),
         tp_overlap=row.choice("tp_overlap", ("", "no", "yes"), "yes or no", allow_empty=True) == "yes",
         flops_per_sample=_flops(row, net, metric, seq_len),

@@ -85,6 +85,8 @@ class RunTable:
             accumulation=col(lambda r: r.accumulation),
             tp=col(lambda r: r.tp),
             pp=col(lambda r: r.pp),
+            zero=col(lambda r: r.zero),
+            sp=col(lambda r: r.sp, bool),
             recompute=col(lambda r: RECOMPUTE.index(r.recompute or "none")),
             tp_overlap=col(lambda r: r.tp_overlap, bool),
         )
