@@ -155,3 +155,31 @@ def test_zero_and_sp_reach_the_predicted_plans(tmp_path):
     zero = np.concatenate([g.plans.zero for g in table.groups])
     sp = np.concatenate([g.plans.sp for g in table.groups])
     assert sorted(zero.tolist()) == [0, 1, 3] and sorted(sp.tolist()) == [False, False, True]
+
+
+def test_transformer_runs_are_scored_with_adam_and_cnns_with_momentum(tmp_path):
+    """Megatron, FSDP and BERT runs train with Adam: the fit scores their optimizer step so."""
+    from costs.model import evaluate
+    from costs.modern import Options
+    from planner.calibrate import fitting
+    from planner.calibrate.predict import RunTable
+
+    table = RunTable(
+        m.load(write(tmp_path, [SHARDED], SHARDED_HEADER)) + m.load(write(tmp_path, GOOD)), "modern"
+    )
+    got = fitting.predict(table)
+    eff = fitting.catalog.efficiency(table.device_keys, table.link_keys)
+    for g in table.groups:
+        want = {"adam" if g.transformer else "momentum"}
+        scored = {
+            opt
+            for opt in ("sgd", "momentum", "adam")
+            if np.allclose(
+                got[g.rows],
+                evaluate(
+                    g.costs, g.plans, table.devices, table.links, efficiency=eff, options=Options(opt)
+                ).throughput,
+            )
+        }
+        assert scored == want, g.costs.net.name
+    assert sum(g.transformer for g in table.groups) == 1

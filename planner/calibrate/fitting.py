@@ -6,8 +6,10 @@ every run (bounded least squares on log error, regularised toward the cited defa
 the leave-one-source-out (LOSO) error is the honest one, and the residuals it leaves give the
 prediction interval stored in the profile.
 
-All runs are scored with the ``modern`` rule set, SGD with momentum (the optimizer of the
-published CNN runs) and no input-pipeline bound (the runs use synthetic data or say so).
+All runs are scored with the ``modern`` rule set and no input-pipeline bound (the runs use
+synthetic data or say so), the CNNs with SGD and momentum (the optimizer of the published CNN
+runs), the transformers with Adam (BERT, GPT and Llama train with Adam or AdamW; planner's
+``auto`` optimizer).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from planner.calibrate.profile import EMPTY, Profile, Space, space
 
 RULES = "modern"
 OPTIONS = Options(optimizer="momentum")
+TRANSFORMER_OPTIONS = Options(optimizer="adam")
 SIGMA = 0.15  # expected log scatter of one published run about the model (~15%)
 COVERAGE = 0.8  # of the prediction interval
 
@@ -33,7 +36,7 @@ COVERAGE = 0.8  # of the prediction interval
 def predict(table: RunTable, profile: Profile = EMPTY) -> np.ndarray:
     """Samples/s of every run of ``table`` under ``profile`` (the cited defaults when empty)."""
     base = catalog.efficiency(table.device_keys, table.link_keys)
-    return table.samples_per_s(evaluate, efficiency=profile.apply(base), options=OPTIONS)
+    return table.samples_per_s(evaluate, TRANSFORMER_OPTIONS, efficiency=profile.apply(base), options=OPTIONS)
 
 
 def _fit(table: RunTable) -> tuple[Space, cal.Fit]:
@@ -41,7 +44,9 @@ def _fit(table: RunTable) -> tuple[Space, cal.Fit]:
     sp = space(table.runs, base)
 
     def model(theta: np.ndarray) -> np.ndarray:
-        return table.samples_per_s(evaluate, efficiency=sp.efficiency(theta), options=OPTIONS)
+        return table.samples_per_s(
+            evaluate, TRANSFORMER_OPTIONS, efficiency=sp.efficiency(theta), options=OPTIONS
+        )
 
     return sp, cal.fit(model, table.measured, sp.prior, sigma=SIGMA, starts=_starts(sp))
 

@@ -43,6 +43,7 @@ class _NetGroup:
     rows: np.ndarray  # indices into the run list
     costs: object
     plans: Plans
+    transformer: bool  # trains with Adam (GPT, BERT, Llama); the CNNs with SGD and momentum
 
 
 class RunTable:
@@ -62,7 +63,8 @@ class RunTable:
         for net, seq in dict.fromkeys((r.net, r.seq_len or 0) for r in self.runs):
             rows = np.array([i for i, r in enumerate(self.runs) if (r.net, r.seq_len or 0) == (net, seq)])
             costs = catalog.net_costs(net, rules, algorithm, seq)
-            groups.append(_NetGroup(rows, costs, self._plans(costs, [self.runs[i] for i in rows])))
+            plans_ = self._plans(costs, [self.runs[i] for i in rows])
+            groups.append(_NetGroup(rows, costs, plans_, "model" in costs.net.meta))
         self.groups = tuple(groups)
         self._memo: dict[int, tuple] = {}  # per group: (what its prediction depends on, prediction)
 
@@ -98,19 +100,23 @@ class RunTable:
         """The runs where ``mask`` is true (re-prepared; cheap, net costs are cached)."""
         return RunTable([r for r, keep in zip(self.runs, mask) if keep], self.rules)
 
-    def samples_per_s(self, evaluate: Evaluate, **options) -> np.ndarray:
+    def samples_per_s(self, evaluate: Evaluate, transformer_options=None, **options) -> np.ndarray:
         """Predicted samples per second of every run, in run order, under
-        ``evaluate(costs, plans, devices, links, **options)`` (one call per net).
+        ``evaluate(costs, plans, devices, links, **options)`` (one call per net); a transformer's
+        runs take ``options=transformer_options`` where given (their optimizer is Adam).
 
         A net's runs are re-scored only when a parameter they depend on changed since the last
         call (its devices' and links' efficiencies, the overheads, the other options): a fit's
         numerical Jacobian perturbs one parameter at a time, and most touch a few nets."""
         out = np.empty(len(self.runs))
         for g in self.groups:
-            key = (evaluate, _relevant(g.plans, options))
+            opts = options
+            if g.transformer and transformer_options is not None:
+                opts = {**options, "options": transformer_options}
+            key = (evaluate, _relevant(g.plans, opts))
             hit = self._memo.get(id(g))
             if hit is None or hit[0] != key:
-                hit = (key, evaluate(g.costs, g.plans, self.devices, self.links, **options).throughput)
+                hit = (key, evaluate(g.costs, g.plans, self.devices, self.links, **opts).throughput)
                 self._memo[id(g)] = hit
             out[g.rows] = hit[1]
         return out
