@@ -91,6 +91,27 @@ def leave_one_source_out(table: RunTable) -> np.ndarray:
     return cal.held_out(fit_and_predict, table.measured, table.sources)
 
 
+FAMILIES = ("cnn", "transformer")
+
+
+def _family_error(table: RunTable, residuals: np.ndarray) -> dict:
+    """Median error, run count and interval of each net family with runs (``median_ape_cnn``,
+    ``runs_transformer``, ``interval_transformer`` ...): a transformer plan takes its interval
+    from the transformer runs, whose error differs from the CNNs'."""
+    transformer = np.zeros(len(table), dtype=bool)
+    for g in table.groups:
+        transformer[g.rows] = g.transformer
+    out = {}
+    for name, mask in zip(FAMILIES, (~transformer, transformer), strict=True):
+        if not mask.any():
+            continue
+        lo, hi = cal.interval(residuals[mask], COVERAGE)
+        out[f"runs_{name}"] = int(mask.sum())
+        out[f"median_ape_{name}"] = round(cal.summary(residuals[mask])["median_ape"], 2)
+        out[f"interval_{name}"] = [round(lo, 4), round(hi, 4)]
+    return out
+
+
 def calibrate(runs, files: list[str], loso: bool = True) -> Calibration:
     """Fit a profile to ``runs`` (read from ``files``, recorded in the profile)."""
     table = RunTable(runs, RULES)
@@ -111,6 +132,7 @@ def calibrate(runs, files: list[str], loso: bool = True) -> Calibration:
         "interval_coverage": COVERAGE,
         # measured = predicted x [lo, hi] for COVERAGE of the held-out runs (throughput)
         "interval": [round(lo, 4), round(hi, 4)],
+        **_family_error(table, held if loso else f.log_residuals),
         "not_identified": [n for n, ok in zip(f.names, f.identified) if not ok],
     }
     return Calibration(sp.profile(f.value, meta), f, table, held, default)

@@ -15,7 +15,7 @@ def calibrate(
     measurements: Annotated[
         list[str] | None,
         typer.Argument(
-            help="CSV file(s) of measured runs (default: the shipped configs/measurements/cnn.csv)."
+            help="CSV file(s) of measured runs (default: the shipped configs/measurements/cnn.csv and llm.csv)."
         ),
     ] = None,
     output: Annotated[

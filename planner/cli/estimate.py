@@ -209,12 +209,19 @@ def estimate(
             typer.echo(
                 f"Does not fit: {len(too_big)} of {len(records)} rows need more memory per GPU than the "
                 f"{worst['device']}'s usable 90% (up to {worst['memory_gb']:,.1f} GB at {worst['workers']} workers, "
-                f"batch {worst['batch_per_worker']}); a smaller batch per worker or a hybrid split needs less."
+                f"batch {worst['batch_per_worker']}); "
+                + (
+                    "ZeRO (--zero), tensor or pipeline parallelism (--tp, --pp), recomputation (--recompute) "
+                    "or a smaller --microbatch needs less."
+                    if "tp" in r0
+                    else "a smaller batch per worker or a hybrid split needs less."
+                )
             )
         if "total_ms_range" in r0:
             lo, hi = r0["total_ms_range"][0] / r0["total_ms"], r0["total_ms_range"][1] / r0["total_ms"]
             typer.echo(
-                f"80% interval (calibration's held-out error): each total x {lo:.2f} to {hi:.2f}, "
+                f"80% interval (calibration's held-out error on {'transformer' if 'tp' in r0 else 'CNN'} runs): "
+                f"each total x {lo:.2f} to {hi:.2f}, "
                 f"e.g. {r0['total_ms']:,.2f} ms ({r0['total_ms_range'][0]:,.2f}-{r0['total_ms_range'][1]:,.2f} ms)"
             )
 

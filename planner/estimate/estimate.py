@@ -68,7 +68,7 @@ def estimate(req: EstimateRequest) -> list[dict]:
     req = replace(req, optimizer=defaults.optimizer(req.optimizer, llm is not None))
     model = CostModel.of(
         req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader)
-    )
+    ).for_net(costs.net.meta)
     if llm is not None:
         return estimate_llm(req, costs, model, info, net_info, precision, llm)
     if req.model_parallel:

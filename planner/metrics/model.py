@@ -9,7 +9,7 @@ bucket size).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -33,6 +33,7 @@ class CostModel:
     calibration: str | None = None
     optimizer: str = "momentum"
     loader: str = "none"
+    family: str = "all"  # cnn | transformer: which held-out error the interval is (all: every run)
     profile: profiles.Profile = field(default=profiles.EMPTY, compare=False)
 
     @classmethod
@@ -50,7 +51,7 @@ class CostModel:
         prof = profiles.EMPTY
         if modern:
             prof = profiles.load(calibration) if calibration else default_profile()
-        return cls(rules, calibration, optimizer, loader if modern else "none", prof)
+        return cls(rules, calibration, optimizer, loader if modern else "none", profile=prof)
 
     @property
     def loader_per_gpu(self) -> float:
@@ -76,10 +77,17 @@ class CostModel:
         eff = self.profile.apply(catalog.efficiency(devices.names, links.names))
         return {"efficiency": eff, "options": Options(optimizer=self.optimizer)}
 
+    def for_net(self, meta: dict) -> CostModel:
+        """This model, with the interval of the net's family (a transformer spec has a ``model``
+        description)."""
+        return replace(self, family="transformer" if "model" in meta else "cnn")
+
     @property
     def interval(self) -> tuple[float, float] | None:
-        """(lo, hi) multipliers of predicted throughput that held 80% of held-out runs."""
-        lohi = self.profile.meta.get("interval")
+        """(lo, hi) multipliers of predicted throughput that held 80% of held-out runs: those of
+        the model's net family where the profile states it, else of every run."""
+        meta = self.profile.meta
+        lohi = meta.get(f"interval_{self.family}") or meta.get("interval")
         return (float(lohi[0]), float(lohi[1])) if lohi else None
 
     def plan_kwargs(self, plans) -> dict:

@@ -320,7 +320,7 @@ def validate(req: OptimizeRequest) -> Problem:
         dataset_size=dataset,
         model=CostModel.of(
             req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader)
-        ),
+        ).for_net(costs.net.meta),
         price_sources=sources,
         llm=llm,
         energy=energy,
