@@ -6,9 +6,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-# Bytes per element of activations, weights and gradients. TF32 stores fp32 values.
-ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
+# fp8 is FP8 mixed precision as NVIDIA Transformer Engine trains transformers: the GEMMs of the
+# linear layers (attention projections, MLP, experts) take FP8 inputs at the FP8 tensor-core
+# peak, while attention itself, norms, the LM head, stored activations and communication stay
+# bf16 and the master weights fp32 (Micikevicius et al., "FP8 Formats for Deep Learning",
+# arXiv:2209.05433, 2022, §4; Transformer Engine's fp8_autocast covers te.Linear and its fused
+# variants only). CNNs are not trained in it.
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+# Bytes per element of activations, weights and gradients. TF32 stores fp32 values; under fp8
+# they are bf16 (the FP8 casts feed the GEMMs only).
+ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
+FP8 = PRECISIONS.index("fp8")
+BF16 = PRECISIONS.index("bf16")
 # the same, indexed like PRECISIONS (plans carry a precision index)
 ELEMENT_SIZE = np.array([ELEMENT_BYTES[p] for p in PRECISIONS], dtype=float)
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from costs import collectives, overlap, roofline
 from costs.efficiency import Efficiency
-from costs.hardware import ELEMENT_SIZE, PRECISIONS, TENSOR_FP16_RATIO, DeviceTable, LinkTable
+from costs.hardware import BF16, ELEMENT_SIZE, FP8, PRECISIONS, TENSOR_FP16_RATIO, DeviceTable, LinkTable
 from costs.plans import Breakdown, Plans, _unique
 
 GRAD_BYTES = 4.0  # DDP AllReduces .grad, which AMP keeps in fp32 (parameters stay fp32)
@@ -81,11 +81,13 @@ def layer_times(t, devices: DeviceTable, eff: Efficiency, device, precision, bat
     kd, ki = np.divmod(keys, len(ub))
     udev, uprec = np.divmod(kd, len(PRECISIONS))
     elem = ELEMENT_SIZE[uprec]
+    gemm = devices.peak[udev, uprec] * eff.gemm[udev, uprec]
+    other = np.where(uprec == FP8, devices.peak[udev, BF16] * eff.gemm[udev, BF16], gemm)
     times, kernels = roofline.phase_times(
         t,
         first,
         ub[ki].astype(float),
-        devices.peak[udev, uprec] * eff.gemm[udev, uprec],
+        gemm,
         devices.peak[udev, 0] * eff.vector[udev],
         devices.mem_bandwidth[udev] * eff.memory[udev],
         elem,
@@ -93,6 +95,7 @@ def layer_times(t, devices: DeviceTable, eff: Efficiency, device, precision, bat
         eff.kernel_min_s,
         devices.sm_count[udev],
         np.where(_winograd_applies(devices.peak[udev], uprec), eff.winograd[udev], 1.0),
+        peak_tc_other=other,
     )
     times = times * eff.multiplier[udev, uprec]
     return times, np.broadcast_to(kernels, times.shape), inverse

@@ -88,6 +88,7 @@ class ModernTerms:
     gn: np.ndarray  # GEMM columns; 0 where the phase runs no GEMM
     waves: np.ndarray  # 1 where the GEMM's tiles run in waves over the SMs
     wino: np.ndarray  # 1 where cuDNN's Winograd algorithm applies
+    fp8: np.ndarray  # (L,) 1 where the layer's GEMMs run in FP8 under fp8 (linear and expert layers)
 
 
 class _Acc:
@@ -239,7 +240,8 @@ def build(net: Net, params: np.ndarray) -> ModernTerms:
         f: np.array([r[f] for r in rows], dtype=float).reshape(len(rows), len(PHASES))
         for f in _FIELDS + _SHAPE
     }
-    return ModernTerms(**arrays, param_tensors=tensors)
+    fp8 = np.array([s.type in transformer.FP8_TYPES for s in net.layers], dtype=float)
+    return ModernTerms(**arrays, param_tensors=tensors, fp8=fp8)
 
 
 _CACHE: dict[int, tuple[Net, ModernTerms]] = {}
@@ -278,7 +280,18 @@ def _utilisation(t: ModernTerms, first: int, n: np.ndarray, sm: np.ndarray) -> n
 
 
 def phase_times(
-    t: ModernTerms, first: int, n, peak_tc, peak_vec, bw, elem, mixed, kernel_min, sm=None, winograd=None
+    t: ModernTerms,
+    first: int,
+    n,
+    peak_tc,
+    peak_vec,
+    bw,
+    elem,
+    mixed,
+    kernel_min,
+    sm=None,
+    winograd=None,
+    peak_tc_other=None,
 ):
     """GPU seconds per layer (from ``first``) and phase, (L - first, 3, U), for U combinations.
 
@@ -287,8 +300,12 @@ def phase_times(
     launches. All rate arrays are (U,); ``mixed`` is a (U,) 0/1 array. GEMM FLOPs run at
     ``peak_tc`` times the tile and wave utilisation of their shape on ``sm`` SMs (U,; None or
     0: no wave quantization), divided by ``winograd`` (U,; None: 1) where Winograd applies.
+    ``peak_tc_other`` (U,; None: ``peak_tc``) is the GEMM rate of the layers outside ``t.fp8``:
+    under fp8 only the linear layers run at the FP8 rate, attention and the LM head at bf16's.
     """
     sl = slice(first, None)
+    if peak_tc_other is not None:
+        peak_tc = np.where(t.fp8[sl, None, None] > 0, peak_tc, peak_tc_other)
     n = n[None, None, :]
     sm = np.zeros(n.shape[-1]) if sm is None else np.asarray(sm, dtype=float)
     util = _utilisation(t, first, n, sm)

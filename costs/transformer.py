@@ -254,6 +254,9 @@ KINDS: dict[str, Kind] = {
     "CrossEntropy": Kind(_loss_shape, _NONE, _loss_cost),
 }
 TYPES = frozenset(KINDS)
+# Layers whose GEMMs Transformer Engine runs in FP8 (te.Linear and its fused forms, the experts'
+# grouped GEMMs); attention's batched matmuls and the LM head stay bf16 (see costs.hardware).
+FP8_TYPES = frozenset(("Linear", "MoE"))
 
 
 def param_tensors(s: ShapedLayer) -> int:

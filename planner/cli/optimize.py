@@ -93,7 +93,7 @@ def optimize(
         str,
         typer.Option(
             help="auto (each GPU's training precision: bf16, else fp16, else fp32), fp32, tf32, fp16, bf16, "
-            "or any to search it."
+            "fp8 (transformers: Transformer Engine's FP8 linear layers), or any to search it."
         ),
     ] = defaults.PRECISION,
     pipeline: Annotated[

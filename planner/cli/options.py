@@ -49,6 +49,7 @@ class Precision(str, Enum):
     tf32 = "tf32"
     fp16 = "fp16"
     bf16 = "bf16"
+    fp8 = "fp8"
 
 
 class What(str, Enum):

@@ -38,9 +38,12 @@ def _split_index(costs, req: EstimateRequest) -> int:
     return names.index(req.split)
 
 
-def _precision(req: EstimateRequest, info) -> str:
-    """The precision the estimate runs in (``auto`` resolved); the device must have it."""
+def _precision(req: EstimateRequest, info, transformer: bool) -> str:
+    """The precision the estimate runs in (``auto`` resolved); the device must have it, and fp8
+    applies to transformers only."""
     precision = precision_of(req, info)
+    if precision == "fp8" and not transformer:
+        raise BadInput(defaults.FP8_CNN)
     if precision not in info.device.peak_flops:
         raise UnsupportedError(
             f"device {info.key} has no {precision} peak in the catalog (has: {', '.join(info.device.peak_flops)})"
@@ -62,9 +65,9 @@ def estimate(req: EstimateRequest) -> list[dict]:
     validate(req)
     info = catalog.device(req.device)
     net_info = catalog.network(req.network)
-    precision = _precision(req, info)
     costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, seq_len=req.seq_len)
     llm = description(costs)
+    precision = _precision(req, info, llm is not None)
     req = replace(req, optimizer=defaults.optimizer(req.optimizer, llm is not None))
     model = CostModel.of(
         req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader)

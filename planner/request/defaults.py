@@ -20,6 +20,13 @@ DEVICE = "H100_SXM"  # `planner estimate` without --device
 DATA_LOADER = "auto"  # a CPU JPEG loader for image sets read from storage, none otherwise
 
 
+# FP8 training is Transformer Engine's, for the linear layers of transformers (costs.hardware)
+FP8_CNN = (
+    "--precision fp8 applies to transformers (Transformer Engine runs their linear layers in FP8); "
+    "a CNN trains in fp32, tf32, fp16 or bf16"
+)
+
+
 def optimizer(name: str, transformer: bool) -> str:
     """The optimizer ``auto`` stands for: adam for a transformer, momentum otherwise."""
     if name != "auto":

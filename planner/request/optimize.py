@@ -300,6 +300,8 @@ def validate(req: OptimizeRequest) -> Problem:
     net_info = catalog.network(req.network)
     costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, seq_len=req.seq_len)
     llm = description(costs)
+    if req.precision == "fp8" and llm is None:
+        raise BadInput(defaults.FP8_CNN)
     req = _resolved(req, costs, llm is not None)
     epochs, dataset = _training(req, costs)
     infos = tuple(catalog.device(k) for k in gpus)

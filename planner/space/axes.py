@@ -144,9 +144,12 @@ def _accumulation_valid(ch: Chosen) -> np.ndarray:
 
 
 def _precision_choices(problem: Problem) -> tuple[str, ...]:
-    """One precision, every one (``any``), or ``auto``: each GPU's own training precision."""
+    """One precision, every one (``any``; fp8 for transformers only), or ``auto``: each GPU's
+    own training precision."""
     p = problem.request.precision
-    return PRECISIONS if p == "any" else (p,)
+    if p != "any":
+        return (p,)
+    return PRECISIONS if problem.llm is not None else tuple(x for x in PRECISIONS if x != "fp8")
 
 
 def _precision_plan(ch: Chosen) -> dict[str, np.ndarray]:
