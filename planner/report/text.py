@@ -30,7 +30,8 @@ def _transformer_lines(b: dict) -> list[str]:
         return []
     line = f"  {b['tokens_per_s']:,.0f} tokens/s ({b['seq_len']:,} per sequence)"
     if "mfu" in b:
-        line += f"   MFU {b['mfu']:.1%} (hardware FLOPs {b['hfu']:.1%} of peak, with recomputation)"
+        peak = f"the {b['precision']} peak" if b.get("precision") in ("fp8", "fp32", "tf32") else "peak"
+        line += f"   MFU {b['mfu']:.1%} of {peak} (hardware FLOPs {b['hfu']:.1%}, with recomputation)"
     line += f"   recomputation {b['recompute']}, microbatch {b['batch_per_worker']} x {b['accumulation']} per step"
     if b.get("pp", 1) > 1:
         line += f", pipeline bubble {b['bubble_ms']:,.1f} ms"
