@@ -27,9 +27,11 @@ Per plan: ``t`` = tp, ``p`` = pp, ``v`` = interleave, ``m`` microbatches per ste
   data par.   fp32 gradients all-reduced over ``d`` (ZeRO 1: reduce-scatter plus a parameter
               all-gather, once per step; ZeRO 2: the reduce-scatter every microbatch; ZeRO 3:
               also two parameter all-gathers per microbatch, forward and backward: 1.5x the
-              all-reduce volume, Rajbhandari et al. 2020, arXiv:1910.02054, §7), hidden behind
-              the backward in buckets (:func:`costs.overlap.exposed`); DP ranks fill a node
-              after TP (Megatron's rank order), so a node holds ``per_node / t`` of them
+              all-reduce volume, Rajbhandari et al. 2020, arXiv:1910.02054, §7), in buckets
+              (:func:`costs.overlap.exposed`): the reductions behind a backward pass, the
+              gathers ahead of a forward (ZeRO 1, 2: the next step's first, as Megatron-Core's
+              --overlap-param-gather runs them) or of both passes (ZeRO 3); DP ranks fill a
+              node after TP (Megatron's rank order), so a node holds ``per_node / t`` of them
   optimizer   the step over the GPU's parameters, 1/d of them under ZeRO >= 1
   host        as :mod:`costs.modern`: max(GPU time, kernels x dispatch time) + framework time
               per microbatch
@@ -253,13 +255,26 @@ def _sync(c: _Ctx, plans: Plans, params, stage: dict, bucket_bytes: float, nics)
     g = np.clip(np.floor(c.per_node / c.t), 1.0, c.dp)
 
     a, b = collectives.affine(plans.scheme, c.dp, g, c.intra_bw, c.intra_lat, c.net_bw, c.net_lat, nics)
-    grads, weights = a + b * (GRAD_BYTES * p), (a + b * (c.elem * p)) / 2.0
+    grads, gather = a + b * (GRAD_BYTES * p), (a + b * (c.elem * p)) / 2.0
     z = plans.zero
-    per_step = np.select([z == 0, z == 1, z == 2], [grads, grads / 2.0 + weights, weights], 0.0)
-    per_mb = np.select([z == 2, z == 3], [grads / 2.0, grads / 2.0 + 2.0 * weights], 0.0)
-    hidden = overlap.exposed(per_step, stage["b"], GRAD_BYTES * p, bucket_bytes)
-    hidden_mb = overlap.exposed(per_mb, stage["f"] + stage["b"], GRAD_BYTES * p, bucket_bytes)
-    return hidden + c.mb * hidden_mb, per_step + c.mb * per_mb, p
+    # Gradients are reduced behind a backward pass: once per step (all-reduce, ZeRO 0;
+    # reduce-scatter, ZeRO 1) or every microbatch (ZeRO 2, 3). Parameters are all-gathered ahead
+    # of a forward pass: the updated shards once per step behind the next step's first forward
+    # (ZeRO 1, 2: Megatron-Core's --overlap-param-gather), or every microbatch, forward and
+    # backward (ZeRO 3: FSDP's prefetch).
+    step_grads = np.select([z == 0, z == 1], [grads, grads / 2.0], 0.0)
+    mb_grads = np.where(z >= 2, grads / 2.0, 0.0)
+    step_gather = np.where((z == 1) | (z == 2), gather, 0.0)
+    mb_gather = np.where(z == 3, gather, 0.0)  # each of the forward and the backward
+    nbytes = GRAD_BYTES * p
+
+    def hide(comm, window):
+        return overlap.exposed(comm, window, nbytes, bucket_bytes)
+
+    exposed = hide(step_grads, stage["b"]) + hide(step_gather, stage["f"])
+    exposed_mb = hide(mb_grads + mb_gather, stage["b"]) + hide(mb_gather, stage["f"])
+    total = step_grads + step_gather + c.mb * (mb_grads + 2.0 * mb_gather)
+    return exposed + c.mb * exposed_mb, total, p
 
 
 def _flops(costs, plans: Plans, c: _Ctx, samples):

@@ -211,3 +211,35 @@ def test_measured_runs_carry_their_tp_overlap():
     core = [r for r in runs if r.source == "megatron-core-readme-2024-h100"]
     assert core and all(r.tp_overlap for r in core)
     assert not any(r.tp_overlap for r in runs if r.source.startswith("megatron-lm-readme"))
+
+
+@pytest.mark.parametrize("network", ["ib_ndr", "eth100"])
+@pytest.mark.parametrize("workers", [16, 64])
+def test_zero_traffic_and_the_pass_it_hides_behind(workers, network):
+    """Per step with m microbatches, G the fp32 gradient all-reduce and W a bf16 parameter
+    all-gather (W = G / 4: half the bytes, half an all-reduce; Rajbhandari et al. 2020 §7):
+    ZeRO 0 moves G, ZeRO 1 G/2 + W, ZeRO 2 m G/2 + W, ZeRO 3 m (G/2 + 2 W). Reductions hide
+    behind a backward pass; ZeRO 1's and 2's gather behind the next step's first forward
+    (Megatron-Core's --overlap-param-gather); ZeRO 3's gathers behind both passes."""
+    from costs import overlap
+    from costs.modern import Options
+
+    m = 4
+    costs, p, devices, _ = _one_gpu(
+        "llama3-8b", batch=1, workers=workers, gpus_per_node=8, scheme=3, accumulation=m, zero=[0, 1, 2, 3]
+    )
+    r = evaluate(costs, p, devices, catalog.link_table([network, "nvlink4"]))
+    g = r.sync_total[0]
+    assert r.sync_total[1] == pytest.approx(0.75 * g, rel=1e-3)
+    assert r.sync_total[2] == pytest.approx(m * g / 2 + g / 4, rel=1e-3)
+    assert r.sync_total[3] == pytest.approx(m * g, rel=1e-3)
+    w = r.sync_total[1] - g / 2
+    f, b = r.forward[0] / m, r.backward[0] / m  # one microbatch's passes
+    nbytes, bucket = 4.0 * r.sync_params[0], Options().bucket_bytes
+    hide = lambda comm, window: float(overlap.exposed(comm, window, nbytes, bucket))  # noqa: E731
+    assert r.sync[0] == pytest.approx(hide(g, b), rel=1e-9)
+    assert r.sync[1] == pytest.approx(hide(g / 2, b) + hide(w, f), rel=1e-9)
+    assert r.sync[2] == pytest.approx(m * hide(g / 2, b) + hide(w, f), rel=1e-9)
+    assert r.sync[3] == pytest.approx(m * (hide(g / 2 + w, b) + hide(w, f)), rel=1e-9)
+    if network == "eth100":  # gather and reduction together outlast the backward, apart they do not
+        assert g / 2 + w > b and r.sync[1] < 0.5 * hide(g / 2 + w, b)
