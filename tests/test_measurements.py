@@ -46,6 +46,7 @@ PENDING_NETS = {
     "mixtral-8x7b",
     "gpt-oss-20b",
     "gpt-oss-120b",
+    "qwen3-30b-a3b",
 }
 # Catalog keys plus the keys the catalog is to gain (one GK210 die of a K80 board; other GPUs).
 DEVICES = {
