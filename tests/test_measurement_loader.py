@@ -183,3 +183,28 @@ def test_transformer_runs_are_scored_with_adam_and_cnns_with_momentum(tmp_path):
         }
         assert scored == want, g.costs.net.name
     assert sum(g.transformer for g in table.groups) == 1
+
+
+MOE_HEADER = HEADER + ",seq_len,tp,pp,zero,ep"
+MOE_PP = "f,mixtral-8x7b,H100_SXM,bf16,64,8,ib_ndr,1,ring,tokens_per_s_per_gpu,3000,1,4096,1,4,1,8"
+MOE_EP = "f,mixtral-8x7b,H100_SXM,bf16,64,8,ib_ndr,1,ring,tokens_per_s_per_gpu,3000,1,4096,1,1,3,{ep}"
+
+
+def test_expert_parallel_size_reaches_the_predicted_plans(tmp_path):
+    from planner.calibrate.predict import RunTable, predictable
+
+    runs = m.load(write(tmp_path, [MOE_PP, MOE_EP.format(ep=8), MOE_EP.format(ep="")], MOE_HEADER))
+    assert [r.ep for r in runs] == [8, 8, 1]
+    assert m.load(write(tmp_path, GOOD))[0].ep == 1
+    table = RunTable(runs, "modern")
+    assert sorted(np.concatenate([g.plans.ep for g in table.groups]).tolist()) == [1, 8, 8]
+    # PALEO's rule sets do not model expert parallelism: the split runs are set aside
+    kept, note = predictable(runs, "paleo-2018")
+    assert kept == runs[2:] and note.startswith("2 model-parallel runs skipped")
+
+
+def test_expert_parallel_size_must_divide_the_data_parallel_group(tmp_path):
+    # 64 GPUs in 4 pipeline stages leave 16 data-parallel replicas: 16 % 6 != 0
+    with pytest.raises(BadInput) as err:
+        m.load(write(tmp_path, [MOE_PP, MOE_PP[:-1] + "6"], MOE_HEADER))
+    assert "row 2, column 'ep'" in str(err.value) and "data-parallel size 16" in str(err.value)

@@ -21,7 +21,7 @@ from planner.calibrate.fitting import predict
 from planner.calibrate.predict import RunTable, predictable
 from planner.metrics.model import default_profile
 
-COUNTS = {"cnn.csv": 191, "transformer.csv": 105, "llm.csv": 20}
+COUNTS = {"cnn.csv": 191, "transformer.csv": 105, "llm.csv": 21}
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,7 @@ def test_model_parallel_split_is_the_published_one(shipped):
 
 def test_measurement_nets_resolve_but_stay_out_of_the_zoo():
     extra = catalog.measurement_nets()
-    assert len(extra) == 19 and not set(extra) & set(catalog.zoo())
+    assert len(extra) == 20 and not set(extra) & set(catalog.zoo())
     assert catalog.net_path("megatron-1t") == extra["megatron-1t"]
     for name in extra:
         spec = catalog.net_spec(name)
@@ -89,11 +89,31 @@ def test_measurement_nets_resolve_but_stay_out_of_the_zoo():
         ("megatron-1t", 1008.0e9, 0.05e9),
         ("megatron-gpt-530b", 529.6e9, 0.05e9),
         ("megatron-core-gpt-7.1b", 7.1e9, 0.05e9),
+        ("qwen3-30b-a3b", 30.5e9, 0.05e9),  # model card: 30.5B in total
     ],
 )
 def test_measurement_net_parameters_match_the_tables(name, published, digits):
     net = catalog.load_net(name, "planner")
     assert abs(sum(layers.params(s) for s in net.layers) - published) <= digits
+
+
+def test_qwen3_moe_activates_the_published_share():
+    """Qwen3-30B-A3B model card: 3.3B of its parameters activated per token (8 of 128 experts)."""
+    from costs import transformer
+
+    net = catalog.load_net("qwen3-30b-a3b", "planner")
+    total = sum(layers.params(s) for s in net.layers)
+    idle = sum(layers.params(s) - transformer.moe_active_params(s) for s in net.layers if s.type == "MoE")
+    assert abs(total - idle - 3.3e9) <= 0.06e9
+
+
+def test_automodel_qwen3_row_matches_its_step_time(shipped):
+    """NeMo AutoModel's DGX-H100 BF16 table prints 21.773 s per step of 512 x 4096 tokens on 8 GPUs
+    beside 12,040 tokens/s per GPU: the row reads back as that step time."""
+    r = _one(shipped["llm.csv"], net="qwen3-30b-a3b")
+    assert (r.tp, r.pp, r.ep, r.zero, r.accumulation, r.recompute) == (1, 1, 8, 3, 16, "full")
+    step_s = r.batch_per_gpu * r.gpus * r.accumulation / r.samples_per_s
+    assert step_s == pytest.approx(21.773, rel=1e-3)
 
 
 def test_a_transformer_is_costed_at_the_run_sequence_length():
@@ -111,12 +131,13 @@ def test_a_transformer_is_costed_at_the_run_sequence_length():
 
 def test_model_parallel_runs_are_set_aside_only_under_paleo_rules(shipped):
     """The modern rules predict every run (costs.llm models TP and PP); PALEO's rule sets do
-    not model them, so validate under them sets the 18 model-parallel runs aside in one line."""
+    not model them, so validate under them sets the 19 model-parallel runs (18 split by tensor or
+    pipeline parallelism, one by expert parallelism) aside in one line."""
     kept, note = predictable(shipped["llm.csv"])
-    assert len(kept) == 20 and note == ""
+    assert len(kept) == 21 and note == ""
     kept, note = predictable(shipped["llm.csv"], "paleo-2018")
     assert [r.net for r in kept] == ["megatron-gpt-1.7b", "megatron-core-gpt-1.7b"]
-    assert note == "18 model-parallel runs skipped: rules paleo-2018 do not model TP/PP"
+    assert note == "19 model-parallel runs skipped: rules paleo-2018 do not model TP/PP/EP"
     assert predictable(shipped["cnn.csv"], "paleo-2018")[1] == ""
 
 

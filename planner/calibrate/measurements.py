@@ -3,7 +3,8 @@
 One row is one measured run. Required columns (configs/measurements/README.md defines them):
 ``source,net,device,precision,gpus,gpus_per_node,network,batch_per_gpu,scheme,metric,value``.
 Optional: ``accumulation`` (microbatches per optimizer step, default 1), ``seq_len``, ``tp`` and
-``pp`` (tensor- and pipeline-parallel sizes, default 1), ``zero`` (ZeRO stage 0-3 of the
+``pp`` (tensor- and pipeline-parallel sizes, default 1), ``ep`` (expert-parallel size of a
+mixture of experts, inside the data-parallel group; default 1), ``zero`` (ZeRO stage 0-3 of the
 data-parallel group, 3 = FSDP full sharding; default 0), ``sp`` (``yes``: sequence parallelism with
 TP), ``recompute`` (activation recomputation: ``none``, ``selective``, ``full``; empty when not
 stated), ``flops_counting`` (see
@@ -75,6 +76,7 @@ class Run:
     seq_len: int | None = None
     tp: int = 1  # tensor-parallel size
     pp: int = 1  # pipeline-parallel size
+    ep: int = 1  # expert-parallel size (mixture of experts), inside the data-parallel group
     zero: int = 0  # ZeRO stage of the data-parallel group (3 = FSDP full sharding)
     sp: bool = False  # sequence parallelism with tensor parallelism (source says so)
     recompute: str = ""  # activation recomputation as the source states it; "" when it does not
@@ -83,8 +85,8 @@ class Run:
 
     @property
     def model_parallel(self) -> bool:
-        """Whether the run splits the model (tensor or pipeline parallelism)."""
-        return self.tp * self.pp > 1
+        """Whether the run splits the model (tensor, pipeline or expert parallelism)."""
+        return self.tp * self.pp * self.ep > 1
 
     @property
     def samples_per_s(self) -> float:
@@ -153,6 +155,15 @@ def _parallel(row: _Row, gpus: int) -> tuple[int, int]:
     if gpus % (tp * pp):
         raise row.fail("pp", f"{gpus} GPUs are not a whole number of tp x pp = {tp * pp} groups")
     return tp, pp
+
+
+def _ep(row: _Row, gpus: int, tp: int, pp: int) -> int:
+    """Expert-parallel size: the experts are split inside the data-parallel group."""
+    ep = row.integer("ep", default=1)
+    dp = gpus // (tp * pp)
+    if dp % ep:
+        raise row.fail("ep", f"expert-parallel size {ep} does not divide the data-parallel size {dp}")
+    return ep
 
 
 def _zero(row: _Row) -> int:
@@ -228,6 +239,7 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         seq_len=seq_len,
         tp=tp,
         pp=pp,
+        ep=_ep(row, gpus, tp, pp),
         zero=_zero(row),
         sp=row.choice("sp", ("", "no", "yes"), "yes or no", allow_empty=True) == "yes",
         recompute=row.choice("recompute", RECOMPUTE, "recompute policy", allow_empty=True),

@@ -29,12 +29,12 @@ Evaluate = Callable[..., Breakdown]
 
 def predictable(runs: Sequence[Run], rules: str = "modern") -> tuple[list[Run], str]:
     """The runs the rule set can predict, and a one-line note on those it cannot ('' if none):
-    tensor and pipeline parallelism are modelled by the modern rules only (costs.llm)."""
+    tensor, pipeline and expert parallelism are modelled by the modern rules only (costs.llm)."""
     if get_rules(rules).modern:
         return list(runs), ""
     kept = [r for r in runs if not r.model_parallel]
     skipped = len(runs) - len(kept)
-    note = f"{skipped} model-parallel runs skipped: rules {rules} do not model TP/PP" if skipped else ""
+    note = f"{skipped} model-parallel runs skipped: rules {rules} do not model TP/PP/EP" if skipped else ""
     return kept, note
 
 
@@ -87,6 +87,7 @@ class RunTable:
             accumulation=col(lambda r: r.accumulation),
             tp=col(lambda r: r.tp),
             pp=col(lambda r: r.pp),
+            ep=col(lambda r: r.ep),
             zero=col(lambda r: r.zero),
             sp=col(lambda r: r.sp, bool),
             recompute=col(lambda r: RECOMPUTE.index(r.recompute or "none")),
