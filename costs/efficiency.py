@@ -24,6 +24,8 @@ multiplier          (D, P)    calibration multiplier on a (device, precision)'s 
 winograd            (D,)      effective FLOP reduction of cuDNN's Winograd algorithm on 3x3
                               stride-1 convolutions (fp32, and fp16 without tensor cores);
                               1 = none, 2.25 = F(2x2,3x3), 4 = F(4x4,3x3) (Lavin & Gray 2016)
+attention           (D,)      fused (flash) attention's matmul rate relative to the GEMM rate
+                              of the same device and precision; 1 = as fast as a large GEMM
 ==================  ========  ==============================================================
 
 :meth:`Efficiency.to_vector` lists them as one flat vector with names and bounds;
@@ -53,6 +55,7 @@ _BOUNDS = {
     # Winograd never slows a layer (cuDNN would pick another algorithm) and reduces the
     # multiplications at most 4x (F(4x4,3x3): 144 / 36; Lavin & Gray, arXiv:1509.09308).
     "winograd": (1.0, 4.0),
+    "attention": (0.05, 1.5),
 }
 _SCALARS = ("kernel_min_s", "host_per_kernel_s", "iteration_s")
 
@@ -72,6 +75,7 @@ class Efficiency:
     iteration_s: float = 0.0
     multiplier: np.ndarray | None = field(default=None, repr=False)  # (D, P), None = ones
     winograd: np.ndarray | None = field(default=None, repr=False)  # (D,), None = ones (no Winograd)
+    attention: np.ndarray | None = field(default=None, repr=False)  # (D,), None = ones (GEMM rate)
 
     def __post_init__(self) -> None:
         d, n = len(self.devices), len(self.links)
@@ -83,8 +87,11 @@ class Efficiency:
             object.__setattr__(self, name, value)
         mult = np.ones((d, len(PRECISIONS))) if self.multiplier is None else self.multiplier
         object.__setattr__(self, "multiplier", np.asarray(mult, dtype=float).reshape(d, len(PRECISIONS)))
-        wino = np.ones(d) if self.winograd is None else self.winograd
-        object.__setattr__(self, "winograd", np.asarray(wino, dtype=float).reshape(d))
+        for name in ("winograd", "attention"):
+            value = getattr(self, name)
+            object.__setattr__(
+                self, name, np.asarray(np.ones(d) if value is None else value, dtype=float).reshape(d)
+            )
 
     @classmethod
     def ideal(cls, devices: DeviceTable, links: LinkTable) -> Efficiency:

@@ -96,6 +96,7 @@ def layer_times(t, devices: DeviceTable, eff: Efficiency, device, precision, bat
         devices.sm_count[udev],
         np.where(_winograd_applies(devices.peak[udev], uprec), eff.winograd[udev], 1.0),
         peak_tc_other=other,
+        attention=eff.attention[udev],
     )
     times = times * eff.multiplier[udev, uprec]
     return times, np.broadcast_to(kernels, times.shape), inverse

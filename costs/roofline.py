@@ -89,6 +89,7 @@ class ModernTerms:
     waves: np.ndarray  # 1 where the GEMM's tiles run in waves over the SMs
     wino: np.ndarray  # 1 where cuDNN's Winograd algorithm applies
     fp8: np.ndarray  # (L,) 1 where the layer's GEMMs run in FP8 under fp8 (linear and expert layers)
+    attn: np.ndarray  # (L,) 1 where the layer is fused (flash) attention
 
 
 class _Acc:
@@ -241,7 +242,8 @@ def build(net: Net, params: np.ndarray) -> ModernTerms:
         for f in _FIELDS + _SHAPE
     }
     fp8 = np.array([s.type in transformer.FP8_TYPES for s in net.layers], dtype=float)
-    return ModernTerms(**arrays, param_tensors=tensors, fp8=fp8)
+    attn = np.array([transformer.fused_attention(s) for s in net.layers], dtype=float)
+    return ModernTerms(**arrays, param_tensors=tensors, fp8=fp8, attn=attn)
 
 
 _CACHE: dict[int, tuple[Net, ModernTerms]] = {}
@@ -292,6 +294,7 @@ def phase_times(
     sm=None,
     winograd=None,
     peak_tc_other=None,
+    attention=None,
 ):
     """GPU seconds per layer (from ``first``) and phase, (L - first, 3, U), for U combinations.
 
@@ -302,10 +305,13 @@ def phase_times(
     0: no wave quantization), divided by ``winograd`` (U,; None: 1) where Winograd applies.
     ``peak_tc_other`` (U,; None: ``peak_tc``) is the GEMM rate of the layers outside ``t.fp8``:
     under fp8 only the linear layers run at the FP8 rate, attention and the LM head at bf16's.
+    ``attention`` (U,; None: 1) scales the rate of the fused attention layers (``t.attn``).
     """
     sl = slice(first, None)
     if peak_tc_other is not None:
         peak_tc = np.where(t.fp8[sl, None, None] > 0, peak_tc, peak_tc_other)
+    if attention is not None:
+        peak_tc = peak_tc * np.where(t.attn[sl, None, None] > 0, attention, 1.0)
     n = n[None, None, :]
     sm = np.zeros(n.shape[-1]) if sm is None else np.asarray(sm, dtype=float)
     util = _utilisation(t, first, n, sm)

@@ -19,6 +19,7 @@ from costs.efficiency import Efficiency
 # (label, field, kind): kind "device" (D,), "gemm" (D, P), "intra"/"inter" (links), "scalar"
 PARAMETERS = (
     ("GEMM/convolution rate", "gemm", "gemm"),
+    ("fused attention rate", "attention", "device"),
     ("memory bandwidth", "memory", "device"),
     ("vector (elementwise) rate", "vector", "device"),
     ("link inside a node", "link", "intra"),

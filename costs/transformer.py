@@ -259,6 +259,12 @@ TYPES = frozenset(KINDS)
 FP8_TYPES = frozenset(("Linear", "MoE"))
 
 
+def fused_attention(s: ShapedLayer) -> bool:
+    """Whether the layer is attention in one fused (flash) kernel, whose rate differs from a
+    GEMM's (Dao 2023, arXiv:2307.08691; Shah et al. 2024, arXiv:2407.08608)."""
+    return s.type == "Attention" and bool(s.layer.spec.get("flash", False))
+
+
 def param_tensors(s: ShapedLayer) -> int:
     """Parameter tensors of a layer (the optimizer launches work per tensor)."""
     bias = 1 if s.layer.spec.get("bias", False) else 0

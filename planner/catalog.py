@@ -220,7 +220,7 @@ def link_table(keys: list[str] | tuple[str, ...]) -> LinkTable:
 
 
 _EFF_KEYS = {"value": (int, float), "source": str, "date": str, **{p: (int, float) for p in PRECISIONS}}
-_EFF_TABLES = ("gemm", "vector", "memory", "link", "overhead", "loader", "host", "winograd")
+_EFF_TABLES = ("gemm", "vector", "memory", "link", "overhead", "loader", "host", "winograd", "attention")
 # A loader's rate is per host CPU core (CPU decoding) or per GPU (GPU decoding): exactly one key.
 _LOADER_RATES = ("samples_per_s_per_core", "samples_per_s_per_gpu")
 _EFF_SCHEMAS = {
@@ -286,6 +286,7 @@ def efficiency(device_keys, link_keys):
         host_per_kernel_s=_eff_value(over, ("host_per_kernel_us",)) * 1e-6,
         iteration_s=_eff_value(over, ("iteration_us",)) * 1e-6,
         winograd=np.array([_eff_value(data.get("winograd", {}), c) for c in chain]),
+        attention=np.array([_eff_value(data.get("attention", {}), c) for c in chain]),
     )
 
 

@@ -134,7 +134,7 @@ def _relevant(plans: Plans, options: dict) -> tuple:
         dev = np.unique(plans.device)
         links = np.unique(np.concatenate([plans.network, plans.intra_link]))
         rows = [value.gemm[dev], value.vector[dev], value.memory[dev], value.link[links]]
-        rows += [x[dev] for x in (value.multiplier, value.winograd) if x is not None]
+        rows += [x[dev] for x in (value.multiplier, value.winograd, value.attention) if x is not None]
         scalars = (value.kernel_min_s, value.host_per_kernel_s, value.iteration_s)
         out.append((name, b"".join(np.ascontiguousarray(r).tobytes() for r in rows), scalars))
     return tuple(out)

@@ -11,6 +11,8 @@ H100 PCIe) and cited differences between devices of a generation survive. The gr
   memory.<generation>             scale on the memory-bandwidth fraction
   link.<kind>                     scale on the link fraction (intra_node / inter_node)
   winograd.<generation>           scale on the Winograd FLOP reduction (kept within [1, 4])
+  attention.<generation>          scale on fused attention's rate relative to a GEMM's (runs of
+                                  transformers with flash attention)
   host_per_kernel_us, kernel_min_us, iteration_us   overheads, absolute (microseconds)
 
 Scales start at 1 (the cited default); fractions stay at most 1 after scaling.
@@ -40,6 +42,7 @@ _FIELD = {
 # with a wide spread, so the data decide (log-space fits need a positive start).
 _ZERO_PRIOR_US = {"kernel_min_us": 2.0, "iteration_us": 100.0}
 WINOGRAD_RANGE = (1.0, 4.0)  # no reduction .. F(4x4,3x3)'s 4x (costs.efficiency)
+ATTENTION_RANGE = (0.05, 1.5)  # fused attention's rate over a GEMM's (costs.efficiency)
 SCALE_SPREAD = 0.35  # prior sd of log(scale): the cited defaults are good to about +-35%
 OVERHEAD_SPREAD = 1.5  # overheads: a factor of ~4.5 either way at one sd
 
@@ -56,12 +59,13 @@ class Profile:
         """The efficiencies ``eff`` (for its device and link rows) under this profile."""
         gen = [_generation(d) for d in eff.devices]
         gemm, memory, link = eff.gemm.copy(), eff.memory.copy(), eff.link.copy()
-        wino = eff.winograd.copy()
+        wino, attention = eff.winograd.copy(), eff.attention.copy()
         for i, g in enumerate(gen):
             for j, p in enumerate(PRECISIONS):
                 gemm[i, j] *= self.scales.get(gemm_key(g, p), 1.0)
             memory[i] *= self.scales.get(f"memory.{g}", 1.0)
             wino[i] *= self.scales.get(f"winograd.{g}", 1.0)
+            attention[i] *= self.scales.get(f"attention.{g}", 1.0)
         for i, x in enumerate(eff.links):
             link[i] *= self.scales.get(f"link.{catalog.network(x).kind}", 1.0)
         over = {_FIELD[k]: v * 1e-6 for k, v in self.overheads_us.items()}
@@ -71,6 +75,7 @@ class Profile:
             memory=np.minimum(memory, 1.0),
             link=np.minimum(link, 1.0),
             winograd=np.clip(wino, *WINOGRAD_RANGE),
+            attention=np.clip(attention, *ATTENTION_RANGE),
             **over,
         )
 
@@ -134,6 +139,17 @@ def _winograd_groups(runs, base: Efficiency, index: dict[str, int]) -> dict[str,
     return dict(sorted(out.items()))
 
 
+def _attention_groups(runs, base: Efficiency, index: dict[str, int]) -> dict[str, float]:
+    """Generations with runs of a transformer whose attention is fused (flash), with the
+    largest default attention factor among their devices."""
+    out: dict[str, float] = {}
+    for r in runs:
+        if catalog.net_spec(r.net).get("model", {}).get("attention") == "flash":
+            g = _generation(r.device)
+            out[g] = max(out.get(g, 0.0), float(base.attention[index[r.device]]))
+    return dict(sorted(out.items()))
+
+
 def space(runs, base: Efficiency) -> Space:
     """Fit parameters for the groups the runs exercise (see the module docstring)."""
     names, prior, lo, hi, spread = [], [], [], [], []
@@ -153,6 +169,8 @@ def space(runs, base: Efficiency) -> Space:
         add(f"memory.{g}", 1.0, 0.1, 1.0 / top, SCALE_SPREAD)
     for g, top in _winograd_groups(runs, base, index).items():
         add(f"winograd.{g}", 1.0, WINOGRAD_RANGE[0] / top, WINOGRAD_RANGE[1] / top, SCALE_SPREAD)
+    for g, top in _attention_groups(runs, base, index).items():
+        add(f"attention.{g}", 1.0, ATTENTION_RANGE[0] / top, ATTENTION_RANGE[1] / top, SCALE_SPREAD)
     kinds: dict[str, float] = {}
     for i, x in enumerate(base.links):
         kind = catalog.network(x).kind
@@ -200,11 +218,11 @@ def from_dict(data: dict, name: str) -> Profile:
     unknown = sorted(set(over) - set(OVERHEADS))
     if unknown:
         raise BadInput(f"{name}: unknown [overhead] key {unknown[0]} (valid: {', '.join(OVERHEADS)})")
-    bad = [k for k in scales if k.split(".")[0] not in ("gemm", "memory", "link", "winograd")]
+    bad = [k for k in scales if k.split(".")[0] not in ("gemm", "memory", "link", "winograd", "attention")]
     if bad:
         raise BadInput(
             f"{name}: unknown [scale] key {bad[0]} "
-            "(valid: gemm.GEN.PRECISION, memory.GEN, link.KIND, winograd.GEN)"
+            "(valid: gemm.GEN.PRECISION, memory.GEN, link.KIND, winograd.GEN, attention.GEN)"
         )
     return Profile(
         {k: float(v) for k, v in scales.items()},
