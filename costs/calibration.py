@@ -69,13 +69,14 @@ def fit(
     measured: np.ndarray,
     prior: Prior,
     *,
-    sigma: float = 0.15,
+    sigma: float | np.ndarray = 0.15,
     identified_below: float = 0.5,
     starts: Sequence[np.ndarray] = (),
 ) -> Fit:
     """Fit ``predict`` to ``measured`` (N,) under ``prior``; see the module docstring.
 
-    ``sigma``: expected log scatter of one measurement about the model (0.15 ~ 15%).
+    ``sigma``: expected log scatter of one measurement about the model (0.15 ~ 15%), one value
+    or one per measurement (N,).
     ``starts``: extra starting points (parameter vectors) besides the prior; the best fit wins.
     A model with max() terms (roofline, launch-bound) has kinks where a parameter has no
     gradient until it binds, so one start can stall on the wrong side of a kink.
@@ -85,6 +86,7 @@ def fit(
         raise ValueError("fit() needs at least one measurement, all positive and finite")
     log_meas = np.log(measured)
     log_prior = np.log(prior.value)
+    sigma = np.broadcast_to(np.asarray(sigma, dtype=float), measured.shape)
 
     def residuals(z: np.ndarray) -> np.ndarray:
         pred = np.asarray(predict(np.exp(z)), dtype=float)

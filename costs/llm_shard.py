@@ -77,7 +77,9 @@ def _part(name: str) -> int:
     return EMBED if name in ("data", "embed", "embed_norm", "embed_drop") else HEAD
 
 
-@lru_cache(maxsize=64)
+# A calibration scores a hundred (net, sequence length) groups at a few TP degrees each, every
+# trial: the cache must hold them all (a shard is one block's layers, a few kB).
+@lru_cache(maxsize=2048)
 def _build(model_json: str, tp: int, rules) -> Shard:
     m = shard_model(json.loads(model_json), tp)
     net = build_net({"name": f"shard-tp{tp}", "layers": build_layers(m)}, f"shard-tp{tp}", rules)
