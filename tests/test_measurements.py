@@ -27,10 +27,13 @@ MEGATRON = {
         for s in ("1.7b", "7.1b", "16b", "32b", "70b", "119b", "177b", "314b", "462b")
     ),
 }
+MPT = {f"mpt-{s}" for s in ("125m", "350m", "760m", "1b", "3b", "7b", "13b", "30b", "70b")}
 FILE_NETS = {
     "cnn.csv": CNN_NETS,
     "transformer.csv": {"bert-large"},
-    "llm.csv": MEGATRON | {"gpt3-175b", "qwen3-30b-a3b"},
+    "llm.csv": MEGATRON
+    | MPT
+    | {"gpt3-175b", "llama3-8b", "llama3-70b", "llama2-13b", "llama2-70b", "qwen3-30b-a3b"},
 }
 PENDING_NETS = {
     "resnet101",
@@ -47,6 +50,8 @@ PENDING_NETS = {
     "gpt-oss-20b",
     "gpt-oss-120b",
     "qwen3-30b-a3b",
+    "llama2-13b",
+    *MPT,
 }
 # Catalog keys plus the keys the catalog is to gain (one GK210 die of a K80 board; other GPUs).
 DEVICES = {
@@ -122,7 +127,7 @@ def test_rows_valid(name: str, nets: set[str]) -> None:
         tp = int(r["tp"]) if r["tp"] else 1
         pp = int(r["pp"]) if r["pp"] else 1
         assert gpus % (tp * pp) == 0, where
-        if r["net"].startswith(("bert", "gpt", "llama", "mixtral", "megatron", "qwen")):
+        if r["net"].startswith(("bert", "gpt", "llama", "mixtral", "megatron", "qwen", "mpt")):
             assert int(r["seq_len"]) > 0, where
 
 
@@ -220,3 +225,30 @@ def test_known_transformer_values() -> None:
         "16",
         "1",
     )
+
+
+def test_known_fsdp_values() -> None:
+    """Spot checks of the FSDP (ZeRO-3, no TP) rows: torchtitan docs/performance.md at 157a12c (Llama 3
+    8B, 64 A100 80GB, local batch 1, selective op AC: 2973 tokens/s per GPU) and llm-foundry's MPT
+    benchmark README at b2a43a1 (MPT-7B, seq 2048, 8 A100 80GB, micro-batch 6, GradAccum 2, no
+    activation checkpointing: 4641 tokens/s per GPU; MPT-3B on 512 H100 with SHARD_GRAD_OP at 5e85bd6:
+    21664)."""
+    _, llm = _read("llm.csv")
+
+    def one(**kw: str) -> dict:
+        hits = [r for r in llm if all(r[k] == v for k, v in kw.items())]
+        assert len(hits) == 1, kw
+        return hits[0]
+
+    cols = ("value", "gpus", "batch_per_gpu", "accumulation", "zero", "recompute", "seq_len", "tp", "pp")
+    tt = one(source="torchtitan-a100-llama3", net="llama3-8b", value="2973")
+    assert tuple(tt[c] for c in cols) == ("2973", "64", "1", "1", "3", "selective", "8192", "", "")
+    mpt = one(source="llm-foundry-mpt-a100-80gb", net="mpt-7b", seq_len="2048")
+    assert tuple(mpt[c] for c in cols) == ("4641", "8", "6", "2", "3", "none", "2048", "", "")
+    big = one(source="llm-foundry-mpt-h100-large", net="mpt-3b", gpus="512")
+    assert (big["value"], big["zero"], big["network"]) == ("21664", "2", "ib_ndr")
+    # every FSDP row is data parallel only, with a ZeRO stage and the per-GPU token metric
+    fsdp = [r for r in llm if r["source"].startswith(("torchtitan-", "llm-foundry-"))]
+    assert len(fsdp) == 215
+    assert all(r["zero"] in {"2", "3"} and not r["tp"] and not r["pp"] for r in fsdp)
+    assert all(r["metric"] == "tokens_per_s_per_gpu" and r["recompute"] for r in fsdp)
