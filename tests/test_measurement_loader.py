@@ -208,3 +208,12 @@ def test_expert_parallel_size_must_divide_the_data_parallel_group(tmp_path):
     with pytest.raises(BadInput) as err:
         m.load(write(tmp_path, [MOE_PP, MOE_PP[:-1] + "6"], MOE_HEADER))
     assert "row 2, column 'ep'" in str(err.value) and "data-parallel size 16" in str(err.value)
+
+
+def test_selective_recomputation_needs_a_net_without_flash_attention(tmp_path):
+    """As `planner estimate` refuses it: a flash kernel keeps no scores to recompute."""
+    with pytest.raises(BadInput) as err:
+        m.load(write(tmp_path, [SHARDED + ",", SHARDED + ",selective"], SHARDED_HEADER + ",recompute"))
+    assert "row 2, column 'recompute'" in str(err.value) and "valid: none, full" in str(err.value)
+    ok = LLM_GOOD.replace(",full,", ",selective,")  # Megatron GPT 1.7B: standard attention
+    assert m.load(write(tmp_path, [ok], LLM_HEADER))[0].recompute == "selective"

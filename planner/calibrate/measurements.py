@@ -166,6 +166,19 @@ def _ep(row: _Row, gpus: int, tp: int, pp: int) -> int:
     return ep
 
 
+def _recompute(row: _Row, net: str) -> str:
+    """The recomputation policy; ``selective`` (Korthikanti et al.'s: the core attention again)
+    needs a net whose attention is not one fused kernel."""
+    value = row.choice("recompute", RECOMPUTE, "recompute policy", allow_empty=True)
+    if value == "selective" and not net.endswith(".json"):
+        if catalog.net_spec(net).get("model", {}).get("attention") == "flash":
+            raise row.fail(
+                "recompute",
+                f"selective recomputes standard attention; {net}'s flash kernel keeps no scores (valid: none, full)",
+            )
+    return value
+
+
 def _zero(row: _Row) -> int:
     stage = row.integer("zero", default=0, minimum=0)
     if stage > 3:
@@ -242,7 +255,7 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         ep=_ep(row, gpus, tp, pp),
         zero=_zero(row),
         sp=row.choice("sp", ("", "no", "yes"), "yes or no", allow_empty=True) == "yes",
-        recompute=row.choice("recompute", RECOMPUTE, "recompute policy", allow_empty=True),
+        recompute=_recompute(row, net),
         tp_overlap=row.choice("tp_overlap", ("", "no", "yes"), "yes or no", allow_empty=True) == "yes",
         flops_per_sample=_flops(row, net, metric, seq_len),
     )
