@@ -217,3 +217,41 @@ def test_selective_recomputation_needs_a_net_without_flash_attention(tmp_path):
     assert "row 2, column 'recompute'" in str(err.value) and "valid: none, full" in str(err.value)
     ok = LLM_GOOD.replace(",full,", ",selective,")  # Megatron GPT 1.7B: standard attention
     assert m.load(write(tmp_path, [ok], LLM_HEADER))[0].recompute == "selective"
+
+
+VP_HEADER = HEADER + ",seq_len,tp,pp,interleave"
+# Llama 3 70B's 80 layers in 8 stages of 5 virtual stages each (Megatron-Bridge's H100 FP8 split)
+VP = "f,llama3-70b,H100_SXM,bf16,64,8,ib_ndr,1,ring,tokens_per_s_per_gpu,1600,64,8192,4,8,{v}"
+
+
+def test_interleave_is_read_and_defaults_to_one(tmp_path):
+    runs = m.load(write(tmp_path, [VP.format(v=5), VP.format(v=""), VP.format(v=1)], VP_HEADER))
+    assert [r.interleave for r in runs] == [5, 1, 1]
+    assert m.load(write(tmp_path, GOOD))[0].interleave == 1
+
+
+@pytest.mark.parametrize(
+    ("line", "column", "says"),
+    [
+        (VP.format(v=0), "interleave", "0 is below 1"),
+        (VP.format(v="two"), "interleave", "'two' is not a whole number"),
+        # no pipeline to interleave: 64 GPUs as TP 4 x DP 16
+        (VP.format(v=2).replace(",4,8,2", ",4,1,2"), "interleave", "need pipeline parallelism (pp > 1)"),
+    ],
+)
+def test_bad_interleave_names_row_and_column(tmp_path, line, column, says):
+    with pytest.raises(BadInput) as err:
+        m.load(write(tmp_path, [VP.format(v=5), line], VP_HEADER))
+    assert f"row 2, column '{column}'" in str(err.value) and says in str(err.value)
+
+
+def test_interleave_reaches_the_predicted_plans(tmp_path):
+    from planner.calibrate import fitting
+    from planner.calibrate.predict import RunTable
+
+    runs = m.load(write(tmp_path, [VP.format(v=5), VP.format(v="")], VP_HEADER))
+    table = RunTable(runs, "modern")
+    assert sorted(np.concatenate([g.plans.interleave for g in table.groups]).tolist()) == [1, 5]
+    # the interleaved schedule shrinks the pipeline bubble (p - 1) / v: the same run predicts faster
+    plain, interleaved = fitting.predict(table)[[1, 0]]
+    assert interleaved > plain

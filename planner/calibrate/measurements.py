@@ -3,11 +3,12 @@
 One row is one measured run. Required columns (configs/measurements/README.md defines them):
 ``source,net,device,precision,gpus,gpus_per_node,network,batch_per_gpu,scheme,metric,value``.
 Optional: ``accumulation`` (microbatches per optimizer step, default 1), ``seq_len``, ``tp`` and
-``pp`` (tensor- and pipeline-parallel sizes, default 1), ``ep`` (expert-parallel size of a
-mixture of experts, inside the data-parallel group; default 1), ``zero`` (ZeRO stage 0-3 of the
-data-parallel group, 3 = FSDP full sharding; default 0), ``sp`` (``yes``: sequence parallelism with
-TP), ``recompute`` (activation recomputation: ``none``, ``selective``, ``full``; empty when not
-stated), ``flops_counting`` (see
+``pp`` (tensor- and pipeline-parallel sizes, default 1), ``interleave`` (virtual pipeline stages
+per GPU, Megatron's interleaved schedule; default 1, more only with ``pp`` > 1), ``ep``
+(expert-parallel size of a mixture of experts, inside the data-parallel group; default 1),
+``zero`` (ZeRO stage 0-3 of the data-parallel group, 3 = FSDP full sharding; default 0), ``sp``
+(``yes``: sequence parallelism with TP), ``recompute`` (activation recomputation: ``none``,
+``selective``, ``full``; empty when not stated), ``flops_counting`` (see
 :mod:`planner.calibrate.flops`), ``url``, ``date``, ``notes`` and anything else (kept, not read).
 
 ``metric`` is ``samples_per_s`` (all GPUs together; a transformer's sample is one sequence),
@@ -76,6 +77,7 @@ class Run:
     seq_len: int | None = None
     tp: int = 1  # tensor-parallel size
     pp: int = 1  # pipeline-parallel size
+    interleave: int = 1  # virtual pipeline stages per GPU (Megatron's interleaved 1F1B schedule)
     ep: int = 1  # expert-parallel size (mixture of experts), inside the data-parallel group
     zero: int = 0  # ZeRO stage of the data-parallel group (3 = FSDP full sharding)
     sp: bool = False  # sequence parallelism with tensor parallelism (source says so)
@@ -179,6 +181,14 @@ def _recompute(row: _Row, net: str) -> str:
     return value
 
 
+def _interleave(row: _Row, pp: int) -> int:
+    """Virtual pipeline stages per GPU; an interleaved schedule needs a pipeline to interleave."""
+    v = row.integer("interleave", default=1)
+    if v > 1 and pp == 1:
+        raise row.fail("interleave", f"{v} virtual pipeline stages need pipeline parallelism (pp > 1)")
+    return v
+
+
 def _zero(row: _Row) -> int:
     stage = row.integer("zero", default=0, minimum=0)
     if stage > 3:
@@ -252,6 +262,7 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         seq_len=seq_len,
         tp=tp,
         pp=pp,
+        interleave=_interleave(row, pp),
         ep=_ep(row, gpus, tp, pp),
         zero=_zero(row),
         sp=row.choice("sp", ("", "no", "yes"), "yes or no", allow_empty=True) == "yes",

@@ -87,6 +87,7 @@ class RunTable:
             accumulation=col(lambda r: r.accumulation),
             tp=col(lambda r: r.tp),
             pp=col(lambda r: r.pp),
+            interleave=col(lambda r: r.interleave),
             ep=col(lambda r: r.ep),
             zero=col(lambda r: r.zero),
             sp=col(lambda r: r.sp, bool),
