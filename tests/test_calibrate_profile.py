@@ -31,7 +31,7 @@ def _runs():
                         out.append(
                             Run(
                                 i,
-                                f"src{i % 5}",
+                                f"src{i}",  # iid noise per run: each run its own source
                                 net,
                                 device,
                                 precision,
