@@ -200,6 +200,20 @@ def _rewrite(path: Path) -> None:
     path.write_text(head[:-2] + ',\n  "layers": {\n' + body + "\n  }\n}\n")
 
 
+def main(argv: list[str]) -> int:
+    """``python -m costs.transformer_spec FILE...``: regenerate each file's layers from its
+    ``model`` description; one line and exit 2 on a bad file."""
+    if not argv or any(a in ("-h", "--help") for a in argv):
+        print("usage: python -m costs.transformer_spec SPEC.json [...]  (rewrites each file's layers)")
+        return 0 if argv else 2
+    for arg in argv:
+        try:
+            _rewrite(Path(arg))
+        except (OSError, ValueError, KeyError, SpecError) as exc:
+            print(f"error: {arg}: {exc}", file=sys.stderr)
+            return 2
+    return 0
+
+
 if __name__ == "__main__":
-    for arg in sys.argv[1:]:
-        _rewrite(Path(arg))
+    sys.exit(main(sys.argv[1:]))
