@@ -11,16 +11,13 @@ final Sigmoid (binary cross-entropy with logits); random labels stand in for dat
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from costs.errors import UnsupportedError
 from costs.graph import Net
 from costs.nodes import ShapedLayer, prod
 from costs.roofline import implied_activations
-from planner.profile import cnn, transformer
+from planner.profile import cnn, lazy, transformer
 
 
-@lru_cache(maxsize=1)
 def _defined() -> dict:
     """This module's names, defined on first use: PyTorch, the optional extra of `planner
     profile`, is imported here and not when planner starts."""
@@ -153,9 +150,4 @@ def _defined() -> dict:
     return locals()
 
 
-def __getattr__(name: str):
-    """Every name of this module comes from :func:`_defined` (PEP 562)."""
-    try:
-        return _defined()[name]
-    except KeyError:
-        raise AttributeError(name) from None
+_defined, __getattr__ = lazy.names(_defined)

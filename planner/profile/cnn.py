@@ -9,13 +9,11 @@ is an explicit ``F.pad`` in front of it.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 from costs.errors import UnsupportedError
 from costs.nodes import ShapedLayer, prod
+from planner.profile import lazy
 
 
-@lru_cache(maxsize=1)
 def _defined() -> dict:
     """This module's names, defined on first use: PyTorch, the optional extra of `planner
     profile`, is imported here and not when planner starts."""
@@ -182,9 +180,4 @@ def _defined() -> dict:
     return locals()
 
 
-def __getattr__(name: str):
-    """Every name of this module comes from :func:`_defined` (PEP 562)."""
-    try:
-        return _defined()[name]
-    except KeyError:
-        raise AttributeError(name) from None
+_defined, __getattr__ = lazy.names(_defined)

@@ -7,14 +7,12 @@ import datetime as dt
 import platform
 import shutil
 import subprocess
-from functools import lru_cache
 
 from planner.errors import BadInput
-from planner.profile import rows
+from planner.profile import lazy, rows
 from planner.profile.rows import Env
 
 
-@lru_cache(maxsize=1)
 def _defined() -> dict:
     """This module's names, defined on first use: PyTorch, the optional extra of `planner
     profile`, is imported here and not when planner starts."""
@@ -66,9 +64,4 @@ def _defined() -> dict:
     return locals()
 
 
-def __getattr__(name: str):
-    """Every name of this module comes from :func:`_defined` (PEP 562)."""
-    try:
-        return _defined()[name]
-    except KeyError:
-        raise AttributeError(name) from None
+_defined, __getattr__ = lazy.names(_defined)

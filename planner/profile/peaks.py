@@ -7,10 +7,10 @@ enough to fill the device (8192^3 matmuls, a 2 GiB copy).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+
+from planner.profile import lazy
 
 
-@lru_cache(maxsize=1)
 def _defined() -> dict:
     """This module's names, defined on first use: PyTorch, the optional extra of `planner
     profile`, is imported here and not when planner starts."""
@@ -63,9 +63,4 @@ def _defined() -> dict:
     return locals()
 
 
-def __getattr__(name: str):
-    """Every name of this module comes from :func:`_defined` (PEP 562)."""
-    try:
-        return _defined()[name]
-    except KeyError:
-        raise AttributeError(name) from None
+_defined, __getattr__ = lazy.names(_defined)

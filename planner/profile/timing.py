@@ -14,12 +14,11 @@ import gc
 import statistics
 import time
 from dataclasses import dataclass
-from functools import lru_cache
 
 from costs.graph import Net
+from planner.profile import lazy
 
 
-@lru_cache(maxsize=1)
 def _defined() -> dict:
     """This module's names, defined on first use: PyTorch, the optional extra of `planner
     profile`, is imported here and not when planner starts."""
@@ -178,9 +177,4 @@ def _defined() -> dict:
     return locals()
 
 
-def __getattr__(name: str):
-    """Every name of this module comes from :func:`_defined` (PEP 562)."""
-    try:
-        return _defined()[name]
-    except KeyError:
-        raise AttributeError(name) from None
+_defined, __getattr__ = lazy.names(_defined)

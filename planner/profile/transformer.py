@@ -10,12 +10,11 @@ experts (softmax gate, renormalised over the chosen k) and loops over the expert
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 from costs.nodes import ShapedLayer
+from planner.profile import lazy
 
 
-@lru_cache(maxsize=1)
 def _defined() -> dict:
     """This module's names, defined on first use: PyTorch, the optional extra of `planner
     profile`, is imported here and not when planner starts."""
@@ -183,9 +182,4 @@ def _defined() -> dict:
     return locals()
 
 
-def __getattr__(name: str):
-    """Every name of this module comes from :func:`_defined` (PEP 562)."""
-    try:
-        return _defined()[name]
-    except KeyError:
-        raise AttributeError(name) from None
+_defined, __getattr__ = lazy.names(_defined)
