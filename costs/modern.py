@@ -82,7 +82,8 @@ def layer_times(t, devices: DeviceTable, eff: Efficiency, device, precision, bat
     udev, uprec = np.divmod(kd, len(PRECISIONS))
     elem = ELEMENT_SIZE[uprec]
     gemm = devices.peak[udev, uprec] * eff.gemm[udev, uprec]
-    other = np.where(uprec == FP8, devices.peak[udev, BF16] * eff.gemm[udev, BF16], gemm)
+    fp8 = uprec == FP8
+    other = np.where(fp8, devices.peak[udev, BF16] * eff.gemm[udev, BF16], gemm) if fp8.any() else None
     times, kernels = roofline.phase_times(
         t,
         first,

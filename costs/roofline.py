@@ -310,7 +310,7 @@ def phase_times(
     sl = slice(first, None)
     if peak_tc_other is not None:
         peak_tc = np.where(t.fp8[sl, None, None] > 0, peak_tc, peak_tc_other)
-    if attention is not None:
+    if attention is not None and t.attn[sl].any():  # CNNs: no fused attention layer
         peak_tc = peak_tc * np.where(t.attn[sl, None, None] > 0, attention, 1.0)
     n = n[None, None, :]
     sm = np.zeros(n.shape[-1]) if sm is None else np.asarray(sm, dtype=float)

@@ -28,10 +28,11 @@ from costs.modern import Options
 from planner import catalog
 from planner.calibrate.predict import RunTable
 from planner.calibrate.profile import EMPTY, Profile, Space, space
+from planner.request import defaults
 
 RULES = "modern"
-OPTIONS = Options(optimizer="momentum")
-TRANSFORMER_OPTIONS = Options(optimizer="adam")
+OPTIONS = Options(optimizer=defaults.optimizer("auto", transformer=False))
+TRANSFORMER_OPTIONS = Options(optimizer=defaults.optimizer("auto", transformer=True))
 SIGMA = 0.15  # expected log scatter of one published run about the model (~15%)
 # Runs of one source share its software stack, so their errors are not independent: a source is
 # a random effect of log scatter TAU on top of each run's SIGMA, and each run's variance is
@@ -65,7 +66,7 @@ def _fit(table: RunTable) -> tuple[Space, cal.Fit]:
 
 def run_sigma(sources) -> np.ndarray:
     """Each run's log scatter for the fit: SIGMA widened by its source's shared error (TAU)."""
-    names, inverse, counts = np.unique(np.asarray(sources), return_inverse=True, return_counts=True)
+    _, inverse, counts = np.unique(np.asarray(sources), return_inverse=True, return_counts=True)
     return np.sqrt(SIGMA**2 + counts[inverse] * TAU**2)
 
 
