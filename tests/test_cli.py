@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from costs import comm
+from costs.comm import schemes as comm
 from planner import catalog
 from planner.cli import main
 

@@ -136,7 +136,7 @@ def estimate(
     ] = None,
 ) -> None:
     """Predicted step time per worker count and AllReduce scheme (modern rules, or a PALEO rule set): a scaling table."""
-    from costs import comm
+    from costs.comm import schemes as comm
     from planner.estimate.estimate import estimate as run
     from planner.report import render
     from planner.request.estimate import EstimateRequest

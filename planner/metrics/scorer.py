@@ -24,26 +24,12 @@ from planner.energy import Energy
 from planner.metrics import memory
 from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel
+from planner.metrics.objectives import METRIC, OBJECTIVES, SENSE  # noqa: F401 (re-exported)
 from planner.space.space import Space
 
 if TYPE_CHECKING:
     from planner.request.optimize import Problem
 
-OBJECTIVES = ("time", "cost", "throughput", "memory", "energy")
-METRIC = {
-    "time": "time_to_train_s",
-    "cost": "cost_usd",
-    "throughput": "throughput_samples_s",
-    "memory": "memory_bytes",
-    "energy": "energy_kwh",
-}
-SENSE = {
-    "time": 1.0,
-    "cost": 1.0,
-    "throughput": -1.0,
-    "memory": 1.0,
-    "energy": 1.0,
-}  # minimise SENSE x metric
 
 
 @dataclass
@@ -51,7 +37,7 @@ class Scorer:
     """Scores index arrays of a :class:`Space`; everything costly is built once."""
 
     space: Space
-    costs: object  # costs.coefficients.NetCosts
+    costs: object  # costs.specs.coefficients.NetCosts
     devices: DeviceTable
     links: LinkTable
     prices: np.ndarray  # (gpus in space,) USD per GPU-hour, NaN when unknown

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from costs import comm
+from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
-from costs.llm_memory import RECOMPUTE
+from costs.llm.memory import RECOMPUTE
 from planner.errors import BadInput
 from planner.request import defaults
 
@@ -42,7 +42,7 @@ class EstimateRequest:
     calibration: str | None = None  # modern rules: profile file; None: the shipped default
     optimizer: str = defaults.OPTIMIZER
     data_loader: str = defaults.DATA_LOADER  # auto | cpu | dali | none (modern rules)
-    # transformers under the modern rules (costs.llm): model parallelism and batch
+    # transformers under the modern rules (costs.llm.evaluator): model parallelism and batch
     tp: int = 1
     pp: int = 1
     zero: int = 0

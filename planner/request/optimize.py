@@ -12,13 +12,13 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from costs.hardware import PRECISIONS
-from costs.llm import description
+from costs.llm.evaluator import description
 from planner import catalog, pricing
 from planner.energy import Energy, with_options
 from planner.errors import BadInput
 from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel, loader_for
-from planner.metrics.scorer import OBJECTIVES
+from planner.metrics.objectives import OBJECTIVES
 from planner.request import defaults
 from planner.request.parse import parse_budgets, parse_duration
 
@@ -86,12 +86,12 @@ class Problem:
     devices: tuple  # catalog.DeviceInfo per key of ``gpus``
     network: object  # catalog.NetworkInfo: the link between nodes
     prices: np.ndarray  # USD per GPU-hour per key of ``gpus``, NaN when unknown
-    costs: object  # costs.coefficients.NetCosts
+    costs: object  # costs.specs.coefficients.NetCosts
     epochs: float
     dataset_size: int
     model: CostModel | None = None  # rule set, calibration profile, optimizer
     price_sources: tuple[str, ...] = ()  # per key of ``gpus``: where its price comes from
-    llm: dict | None = None  # transformer description (costs.llm_shard.dims) under the modern rules
+    llm: dict | None = None  # transformer description (costs.llm.shard.dims) under the modern rules
 
     @property
     def global_batch(self) -> int | None:
