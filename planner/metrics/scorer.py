@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from planner.request.optimize import Problem
 
 
-
 @dataclass
 class Scorer:
     """Scores index arrays of a :class:`Space`; everything costly is built once."""
@@ -54,6 +53,7 @@ class Scorer:
     energy: Energy | None = None  # None: the cited defaults of configs/energy.toml
     board_w: np.ndarray | None = None  # (gpus in space,) board power W, NaN when unknown
     gpu_caps: np.ndarray | None = None  # (gpus in space,) most GPUs a plan may use (owned), inf: any
+    tokens: object = None  # planner.request.tokens.Tokens of a transformer request, else None
 
     def __post_init__(self) -> None:
         self._kwargs = self.model.kwargs(self.devices, self.links) if self.model else {}
@@ -159,6 +159,7 @@ class Scorer:
             price_sources=problem.price_sources,
             energy=problem.energy,
             gpu_caps=problem.gpu_caps,
+            tokens=problem.tokens,
         )
 
     def objective_values(self, m: dict[str, np.ndarray], objectives: tuple[str, ...]) -> np.ndarray:
