@@ -123,7 +123,14 @@ COSTS_ALLOWED = {
     "costs.specs": {"costs.errors"},
     "costs.comm": {"costs.errors"},
     "costs.modern": {"costs.errors", "costs.hardware", "costs.plans", "costs.specs", "costs.comm"},
-    "costs.llm": {"costs.errors", "costs.hardware", "costs.plans", "costs.specs", "costs.comm", "costs.modern"},
+    "costs.llm": {
+        "costs.errors",
+        "costs.hardware",
+        "costs.plans",
+        "costs.specs",
+        "costs.comm",
+        "costs.modern",
+    },
     "costs.fit": {"costs.errors", "costs.hardware", "costs.modern"},
 }
 
