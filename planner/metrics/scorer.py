@@ -54,6 +54,7 @@ class Scorer:
     board_w: np.ndarray | None = None  # (gpus in space,) board power W, NaN when unknown
     gpu_caps: np.ndarray | None = None  # (gpus in space,) most GPUs a plan may use (owned), inf: any
     tokens: object = None  # planner.request.tokens.Tokens of a transformer request, else None
+    net_arg: str | None = None  # the net as the request names it (zoo name or file path)
 
     def __post_init__(self) -> None:
         self._kwargs = self.model.kwargs(self.devices, self.links) if self.model else {}
@@ -160,6 +161,7 @@ class Scorer:
             energy=problem.energy,
             gpu_caps=problem.gpu_caps,
             tokens=problem.tokens,
+            net_arg=req.net,
         )
 
     def objective_values(self, m: dict[str, np.ndarray], objectives: tuple[str, ...]) -> np.ndarray:

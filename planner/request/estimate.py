@@ -171,4 +171,23 @@ def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
         split=data["split"],
         accumulation=int(data.get("accumulation", 1)),  # absent from plans of one microbatch
         calibration=data.get("calibration"),
+        **_model_keys(data),
+        **_llm_keys(data),
     )
+
+
+def _model_keys(data: dict) -> dict:
+    """The cost model's options a plan file records (older plan files lack them: defaults)."""
+    return {k: str(data[k]) for k in ("optimizer", "data_loader") if data.get(k) is not None}
+
+
+def _llm_keys(data: dict) -> dict:
+    """A transformer plan's parallel degrees, ZeRO stage, recomputation and sequence length, as
+    plan files record them (``sp`` and ``tp_overlap`` as on/off)."""
+    out: dict = {k: int(data[k]) for k in ("tp", "pp", "zero", "ep", "interleave") if k in data}
+    out.update({k: data[k] == "on" for k in ("sp", "tp_overlap") if k in data})
+    if "recompute" in data:
+        out["recompute"] = str(data["recompute"])
+    if data.get("seq_len") is not None:
+        out["seq_len"] = int(data["seq_len"])
+    return out

@@ -7,6 +7,7 @@ breakdown columns from the metrics. Every table and CSV that lists plans uses th
 from __future__ import annotations
 
 import math
+import shlex
 
 import numpy as np
 
@@ -135,8 +136,8 @@ def estimate_command(scorer: Scorer, rec: dict) -> str:
     tail = [a.estimate_args(rec) for a in AXES if a.estimate_tail]
     cm = scorer.model
     if cm is not None and cm.modern:  # the modern rules: profile and optimizer, no PPP
-        model = [f"--rules {cm.rules}", f"--optimizer {cm.optimizer}"]
-        model += [f"--calibration {cm.calibration}"] if cm.calibration else []
+        model = [f"--rules {cm.rules}", f"--optimizer {cm.optimizer}", f"--data-loader {cm.loader}"]
+        model += [f"--calibration {shlex.quote(cm.calibration)}"] if cm.calibration else []
     else:
         model = [
             f"--ppp-comp {scorer.ppp_comp}",
@@ -146,7 +147,8 @@ def estimate_command(scorer: Scorer, rec: dict) -> str:
     model.append(f"--conv-algorithm {scorer.costs.algorithm}")
     if "seq_len" in rec:
         model.append(f"--seq-len {rec['seq_len']}")
-    parts = ["planner estimate", scorer.costs.net.source.removesuffix(".json")]
+    net = scorer.net_arg or scorer.costs.net.source.removesuffix(".json")
+    parts = ["planner estimate", shlex.quote(net)]
     parts += [x for args in head for x in args] + model + [x for args in tail for x in args]
     if scorer.pipeline:
         parts.append("--pipeline")

@@ -231,7 +231,7 @@ AXES: tuple[Axis, ...] = (
         plan=lambda ch: {"sp": ch.value("sp") == "on"},
         valid=sp_valid,
         fields=(Field("sp", _value("sp")),),
-        estimate_args=_arg("sp", "sp", "off"),
+        estimate_args=lambda r: ["--sp"] if r.get("sp") == "on" else [],
         option="Sequence parallelism with tensor parallelism: on, off or on,off (default: both).",
     ),
     Axis(
