@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from costs import layers, transformer
+from planner import catalog
 from planner.calibrate import measurements
 from planner.calibrate.fitting import predict
 from planner.calibrate.predict import RunTable
@@ -119,8 +121,26 @@ def test_new_gpus_rows() -> None:
         "16",
         "8",
     )
+    # 26.04.01, Qwen3_235B_a22B table, DGX-B200: 256 GPUs, GBS 8192, MBS 1, PP 8, EP 8, 3776 tokens/s/GPU
+    big = _one(rows, source="megatron-bridge-26.04.01-b200-fp8", net="qwen3-235b-a22b")
+    assert (big["value"], big["gpus"], big["pp"], big["ep"], big["network"]) == (
+        "3776",
+        "256",
+        "8",
+        "8",
+        "ib_ndr",
+    )
     # the accumulation is the printed global batch over data-parallel size x micro-batch
     for r in rows:
         gbs = int(re.search(r"GBS (\d+)", r["notes"]).group(1))
         dp = int(r["gpus"]) // (int(r["tp"]) * int(r["pp"]))
         assert int(r["accumulation"]) * dp * int(r["batch_per_gpu"]) == gbs, r["source"]
+
+
+def test_qwen3_235b_net_matches_its_name() -> None:
+    """Qwen3-235B-A22B (NeMo's Qwen3Config235B_A22B): 235B parameters in total, 22B activated per token."""
+    net = catalog.load_net("qwen3-235b-a22b", "planner")
+    total = sum(layers.params(s) for s in net.layers)
+    idle = sum(layers.params(s) - transformer.moe_active_params(s) for s in net.layers if s.type == "MoE")
+    assert abs(total - 235e9) <= 0.5e9
+    assert abs(total - idle - 22e9) <= 0.5e9
