@@ -146,10 +146,7 @@ def estimate(
     from planner.request.estimate import EstimateRequest
     from planner.request.parse import parse_int_list
 
-    if scheme is SchemeOpt.auto:
-        schemes = ("ring",) if rules.value == "modern" else tuple(comm.SCHEME_NAMES)
-    else:
-        schemes = tuple(comm.SCHEME_NAMES) if scheme is SchemeOpt.all else (scheme.value,)
+    schemes = _schemes(scheme, rules.value, comm.SCHEME_NAMES)
     if plan is not None:
         from dataclasses import replace
 
@@ -286,3 +283,11 @@ def list_(
             from planner.report.listing import price_notes
 
             typer.echo(price_notes(records))
+
+
+def _schemes(scheme: SchemeOpt, rules: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The schemes to tabulate: auto is ring under the modern rules (what a plan of optimize
+    uses for a transformer), every scheme under a PALEO rule set."""
+    if scheme is SchemeOpt.auto:
+        return ("ring",) if rules == "modern" else tuple(names)
+    return tuple(names) if scheme is SchemeOpt.all else (scheme.value,)
