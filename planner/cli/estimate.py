@@ -122,6 +122,13 @@ def estimate(
     ] = False,
     ep: Annotated[int, typer.Option(help="Mixture of experts: expert-parallel degree.")] = 1,
     interleave: Annotated[int, typer.Option(help="Transformers: virtual pipeline stages per GPU.")] = 1,
+    memory_headroom: Annotated[
+        float | None,
+        typer.Option(
+            help="Share of each GPU's memory a plan may fill, in (0, 1] (default 0.9: the CUDA context, "
+            "NCCL buffers and allocator slack take the rest; published recipes fit it)."
+        ),
+    ] = None,
     microbatch: Annotated[
         int | None, typer.Option(help="Transformers: sequences per GPU per microbatch (default: --batch).")
     ] = None,
@@ -152,7 +159,12 @@ def estimate(
 
         from planner.request.estimate import request_from_plan
 
-        req = replace(request_from_plan(plan, net), pue=pue, grid_intensity=grid_intensity)
+        req = replace(
+            request_from_plan(plan, net),
+            pue=pue,
+            grid_intensity=grid_intensity,
+            memory_headroom=memory_headroom,
+        )
     elif net is None:
         from planner.errors import BadInput
 
@@ -187,6 +199,7 @@ def estimate(
             tp_overlap=tp_overlap,
             ep=ep,
             interleave=interleave,
+            memory_headroom=memory_headroom,
             microbatch=microbatch,
             global_batch=global_batch,
             seq_len=seq_len,

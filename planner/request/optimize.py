@@ -21,7 +21,7 @@ from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel, loader_for
 from planner.metrics.objectives import OBJECTIVES
 from planner.request import defaults
-from planner.request.parse import parse_budgets, parse_duration
+from planner.request.parse import memory_fraction, parse_budgets, parse_duration
 from planner.request.tokens import Tokens, llm_global_batch, llm_tokens
 
 # A spec without a "training" section trains like the ImageNet nets of the zoo: 90 epochs
@@ -56,6 +56,7 @@ class OptimizeRequest:
     seq_len: int | None = None  # transformers: None is the model's
     tokens: str | None = None  # transformers: training tokens ("15T", "2e12"); None: the net's
     global_batch_tokens: str | None = None  # transformers: tokens per optimizer step ("4M")
+    memory_headroom: float | None = None  # share of GPU memory a plan may fill; None: the default
     max_global_batch: int = 8192
     min_global_batch: int = 1
     optimizer: str = defaults.OPTIMIZER
@@ -331,7 +332,13 @@ def validate(req: OptimizeRequest) -> Problem:
         request=req,
         objectives=objectives,
         limits=Limits(
-            max_gpus, max_usd, deadline, req.max_global_batch, req.min_global_batch, owned=bool(owned)
+            max_gpus,
+            max_usd,
+            deadline,
+            req.max_global_batch,
+            req.min_global_batch,
+            memory_fraction=memory_fraction(req.memory_headroom),
+            owned=bool(owned),
         ),
         gpus=tuple(gpus),
         devices=infos,
