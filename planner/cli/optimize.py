@@ -270,6 +270,12 @@ def pareto(**opts) -> None:
         f"({data['evaluated']:,} evaluated, {data['feasible']:,} feasible)"
     )
     typer.echo(render.table(data["front"], cols, 2))
+    merged = data["search"].get("front_merged", 0)
+    if merged:
+        typer.echo(
+            f"Merged {merged} plan{'s' if merged > 1 else ''} within {data['search']['front_tolerance']:.0%} of a "
+            "listed plan on every objective into it (listed as its equivalents in run.json)."
+        )
     typer.echo(f"Report: {saved}/report.html (also report.md, pareto.csv, trials.csv, plan_<k>.json)")
 
 
