@@ -369,7 +369,7 @@ def _net(path: str, rules_name: str, seq_len: int | None = None):
     spec = load_spec(path)
     if hf_config.is_hf_config(spec):  # a Hugging Face config.json: build its layers
         spec = hf_config.to_spec(spec, Path(path).name)
-    if seq_len:  # None or 0: the spec's own
+    if seq_len is not None:  # None: the spec's own; 0 or less is refused by with_seq_len
         from costs.specs.transformer_spec import with_seq_len
 
         spec = with_seq_len(spec, seq_len, Path(path).name)
