@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from costs.hardware import PRECISIONS, Device, DeviceTable, Link, LinkTable
+from planner import training_defaults
 from planner.errors import CatalogError, SpecError
 
 # Names PALEO and its demo use for zoo nets (paleo-model.md §E.2).
@@ -318,7 +319,7 @@ def zoo() -> dict[str, Path]:
 
 def zoo_info() -> dict[str, dict]:
     """Each zoo net's spec as read from its file (name, source, training defaults, layers)."""
-    return {name: json.loads(path.read_text()) for name, path in zoo().items()}
+    return {name: training_defaults.checked(name, json.loads(p.read_text())) for name, p in zoo().items()}
 
 
 def zoo_transformers() -> list[str]:
@@ -351,6 +352,11 @@ def net_path(name: str) -> Path:
 def net_spec(name: str) -> dict:
     """A net's spec file as read (a transformer's ``model`` description included)."""
     return json.loads(net_path(name).read_text())
+
+
+def training(name: str) -> training_defaults.TrainingDefaults:
+    """A net's published training run (tokens, sequence, global batch, sources), validated."""
+    return training_defaults.parse(name, net_spec(name))
 
 
 @lru_cache(maxsize=64)
