@@ -16,13 +16,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from costs.hardware import PRECISIONS, Device, DeviceTable, Link, LinkTable
+from planner import training_defaults
 from planner.errors import CatalogError, SpecError
 
-# GPU memory is sold in binary units: an "80 GB" H100 has 80 GiB of HBM3, of which CUDA reports
-# 81,559 MiB (nvidia-smi on an H100 80GB HBM3, https://github.com/vllm-project/vllm/issues/27508,
-# 2025-10-25); a "32 GB" V100 shows 32,480 MiB (https://github.com/godweiyang/GrabGPU/issues/5,
-# 2023-05-15), an RTX 4090's 24 GB 24,564 MiB (https://github.com/RLinf/RLinf/issues/255,
-# 2025-11-12). devices.toml's memory_gb is that binary figure; inside, bytes.
+# GPU memory is sold in binary units: an "80 GB" H100 has 80 GiB, of which CUDA shows 81,559 MiB
+# (nvidia-smi, https://github.com/vllm-project/vllm/issues/27508, 2025-10-25; a 32 GB V100 shows
+# 32,480 MiB, https://github.com/godweiyang/GrabGPU/issues/5). memory_gb is that binary figure.
 GIB = 2.0**30
 
 # Names PALEO and its demo use for zoo nets (paleo-model.md §E.2).
@@ -325,7 +324,7 @@ def zoo() -> dict[str, Path]:
 
 def zoo_info() -> dict[str, dict]:
     """Each zoo net's spec as read from its file (name, source, training defaults, layers)."""
-    return {name: json.loads(path.read_text()) for name, path in zoo().items()}
+    return {name: training_defaults.checked(name, json.loads(p.read_text())) for name, p in zoo().items()}
 
 
 def zoo_transformers() -> list[str]:
@@ -358,6 +357,11 @@ def net_path(name: str) -> Path:
 def net_spec(name: str) -> dict:
     """A net's spec file as read (a transformer's ``model`` description included)."""
     return json.loads(net_path(name).read_text())
+
+
+def training(name: str) -> training_defaults.TrainingDefaults:
+    """A net's published training run (tokens, sequence, global batch, sources), validated."""
+    return training_defaults.parse(name, net_spec(name))
 
 
 @lru_cache(maxsize=64)
