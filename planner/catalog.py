@@ -19,10 +19,7 @@ from costs.hardware import PRECISIONS, Device, DeviceTable, Link, LinkTable
 from planner import training_defaults
 from planner.errors import CatalogError, SpecError
 
-# GPU memory is sold in binary units: an "80 GB" H100 has 80 GiB, of which CUDA shows 81,559 MiB
-# (nvidia-smi, https://github.com/vllm-project/vllm/issues/27508, 2025-10-25; a 32 GB V100 shows
-# 32,480 MiB, https://github.com/godweiyang/GrabGPU/issues/5). memory_gb is that binary figure.
-GIB = 2.0**30
+GIB = 2.0**30  # memory_gb is binary: an 80 GB H100 has 80 GiB (devices.toml's header cites it)
 
 # Names PALEO and its demo use for zoo nets (paleo-model.md §E.2).
 NET_ALIASES = {"alex_v2": "alexnet", "alex_v2_1gpu": "alexnet_cc2"}
