@@ -92,3 +92,22 @@ def test_interleaved_memory_follows_megatrons_warmup(capsys):
     assert mem[2] > mem[4] > mem[8] > mem[1]
     states = _estimate(capsys, *base, "--interleave", "1", "--recompute", "full")  # activations ~ 0
     assert states["memory_gb"] < mem[1]
+
+
+def test_interleaving_accepts_megatrons_uneven_first_and_last_stages(capsys, tmp_path):
+    """126 layers on 16 stages interleave by 2 once the embedding and the loss count as layers
+    (128 = 16 x 2 x 4; Megatron-Core's --account-for-embedding/loss-in-pipeline-split); 32 layers
+    on 3 stages do not (neither 32 nor 34 splits into 6)."""
+    from planner.space.llm_axes import interleavable
+
+    assert interleavable(126, 16, 2) and interleavable(126, 16, 8) and interleavable(32, 4, 2)
+    assert not interleavable(126, 16, 3) and not interleavable(32, 3, 2) and not interleavable(32, 1, 2)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA3_405B))
+    r = _estimate(
+        capsys, str(path), "--workers", "16384", "--gpus-per-node", "8", "--tp", "8", "--pp", "16",
+        "--interleave", "2", "--sp", "--zero", "2", "--global-batch", "2048", "--batch", "1", "--seq-len", "8192",
+    )  # fmt: skip
+    assert r["interleave"] == 2 and r["pp"] == 16
+    assert main(["estimate", "llama3-8b", "--workers", "6", "--pp", "3", "--interleave", "2"]) == 2
+    assert "34, as Megatron-Core splits them" in capsys.readouterr().err

@@ -19,6 +19,7 @@ from planner.errors import BadInput
 from planner.estimate.records import hardware, record
 from planner.request.estimate import EstimateRequest
 from planner.request.parse import memory_fraction
+from planner.space.llm_axes import interleavable
 
 
 def check(req: EstimateRequest, m: dict, name: str) -> None:
@@ -39,9 +40,10 @@ def check(req: EstimateRequest, m: dict, name: str) -> None:
     if req.ep > 1 and (moe is None or moe["n_experts"] % req.ep):
         what = f"the {moe['n_experts']} experts of {name}" if moe else f"{name} (not a mixture of experts)"
         raise BadInput(f"--ep {req.ep} does not divide {what}")
-    if req.interleave > 1 and (req.pp == 1 or m["n_layers"] % (req.pp * req.interleave)):
+    if req.interleave > 1 and not interleavable(m["n_layers"], req.pp, req.interleave):
         raise BadInput(
-            f"--interleave {req.interleave} needs --pp > 1 with pp x interleave dividing the {m['n_layers']} layers"
+            f"--interleave {req.interleave} needs --pp > 1 with pp x interleave dividing the {m['n_layers']} layers "
+            f"(or the layers plus the embedding and the loss, {m['n_layers'] + 2}, as Megatron-Core splits them)"
         )
     if req.recompute == "selective" and m.get("attention") == "flash":
         raise BadInput(

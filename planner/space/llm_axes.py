@@ -183,11 +183,23 @@ def ep_valid(ch: Chosen) -> np.ndarray:
     return (d >= 1) & (d % ch.value("ep") == 0)
 
 
+def interleavable(layers, p, v):
+    """Whether ``layers`` split into ``p`` x ``v`` virtual stages: evenly, or evenly once the
+    embedding and the loss count as one layer each, the first and last stages one layer short
+    (Megatron-Core's --account-for-embedding-in-pipeline-split and
+    --account-for-loss-in-pipeline-split; Llama 3 405B's 126 layers on 16 stages, Dubey et al.
+    2024, arXiv:2407.21783, §3.3.2: "we reduce one Transformer layer each from the first and the
+    last stages")."""
+    pv = np.maximum(p * v, 1)
+    return (p > 1) & ((layers % pv == 0) | ((layers + 2) % pv == 0))
+
+
 def interleave_valid(ch: Chosen) -> np.ndarray:
-    """Interleaving needs a pipeline whose stages split evenly into the virtual stages."""
+    """Interleaving needs a pipeline whose stages split into the virtual stages (see
+    :func:`interleavable`)."""
     v, p = ch.value("interleave"), ch.value("pp")
     layers = ch.space.llm["n_layers"] if ch.space.llm else 1
-    return (v == 1) | ((p > 1) & (layers % np.maximum(p * v, 1) == 0))
+    return (v == 1) | interleavable(layers, p, v)
 
 
 def recompute_index(ch: Chosen) -> np.ndarray:
