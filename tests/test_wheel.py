@@ -205,3 +205,24 @@ def test_installed_main_job(installed):
     saved = text.rsplit("Saved: ", 1)[1].strip()
     assert saved.startswith("results/") and saved.endswith("/run.json")
     assert (installed["cwd"] / saved).is_file()  # written where the user ran it
+
+
+@pytest.mark.slow
+def test_installed_python_api(installed):
+    """`import planner; planner.optimize(...)` from the installed wheel: the main job's answer."""
+    code = (
+        "import planner; r = planner.optimize('alexnet', budget='16gpus'); "
+        "print(planner.__file__); print(r.best.gpus, r.best.gpu, repr(r.best.iteration_ms))"
+    )
+    work = installed["cwd"] / "api"
+    work.mkdir()
+    done = _run([str(installed["python"]), "-c", code], work, installed["env"])
+    assert done.returncode == 0, done.stderr[-2000:]
+    where, answer = done.stdout.splitlines()
+    assert Path(where).resolve().is_relative_to(installed["venv"])
+    from planner.pipeline import optimize
+    from planner.request.optimize import OptimizeRequest
+
+    here = optimize(OptimizeRequest(net="alexnet", budget=("16gpus",))).best
+    assert answer == f"{here['gpus']} {here['gpu']} {here['iteration_ms']!r}"
+    assert not list(work.iterdir())  # unlike the command, the API writes nothing unless given out=

@@ -79,6 +79,10 @@ class Plan:
     def of(cls, record: Mapping) -> Plan:
         return _typed(cls, record)
 
+    def to_dict(self) -> dict:
+        """The full record as a plain (JSON-ready) dict."""
+        return dict(self.record)
+
 
 @dataclass(frozen=True)
 class OptimizeResult:
@@ -209,6 +213,10 @@ class EstimateRow:
     def of(cls, record: Mapping) -> EstimateRow:
         return _typed(cls, record)
 
+    def to_dict(self) -> dict:
+        """The full record as a plain (JSON-ready) dict."""
+        return dict(self.record)
+
 
 @dataclass(frozen=True)
 class EstimateResult:
@@ -222,4 +230,4 @@ class EstimateResult:
 
     def to_list(self) -> list[dict]:
         """The records as plain data (what `planner estimate --format json` prints)."""
-        return [dict(r.record) for r in self.rows]
+        return [r.to_dict() for r in self.rows]
