@@ -13,6 +13,7 @@ subpackage cannot be left out of the wheel.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -48,6 +49,21 @@ def test_pyproject_declares_every_package():
     missing = sorted(_tree_packages() - declared)
     assert not missing, f"add to [tool.setuptools] packages in pyproject.toml: {', '.join(missing)}"
     assert "planner.configs" in declared
+
+
+def test_documented_config_paths_resolve_to_the_shipped_files(tmp_path, monkeypatch):
+    """`configs/...` paths as the README writes them name the shipped files from any folder
+    (an installed package has no configs/ beside the user); a file of the user's own wins."""
+    from planner import catalog
+
+    monkeypatch.chdir(tmp_path)
+    name = "configs/profiles/h100-sxm-pytorch-eager.toml"
+    assert catalog.user_file(name) == catalog.configs_dir() / "profiles" / "h100-sxm-pytorch-eager.toml"
+    assert catalog.user_file("configs/nope.toml") == Path("configs/nope.toml")  # missing: as given
+    assert catalog.user_file("other/default.toml") == Path("other/default.toml")
+    (tmp_path / "configs" / "profiles").mkdir(parents=True)
+    (tmp_path / name).write_text("[scale]\n")
+    assert catalog.user_file(name) == Path(name)
 
 
 def _run(args: list[str], cwd: Path, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -226,3 +242,31 @@ def test_installed_python_api(installed):
     here = optimize(OptimizeRequest(net="alexnet", budget=("16gpus",))).best
     assert answer == f"{here['gpus']} {here['gpu']} {here['iteration_ms']!r}"
     assert not list(work.iterdir())  # unlike the command, the API writes nothing unless given out=
+
+
+@pytest.mark.slow
+def test_installed_readme_paths(installed):
+    """The README's commands that name files of configs/ run from the installed package."""
+    planner = str(installed["planner"])
+    done = _run(
+        [planner, "validate", "configs/measurements/llm.csv", "--out", "llm"],
+        installed["cwd"],
+        installed["env"],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "\nmegatron-lm-readme-gpt3-175b " in done.stdout and "tf-benchmarks" not in done.stdout
+    done = _run(
+        [planner, "estimate", "resnet50", "--device", "H100_SXM", "--precision", "bf16", "--batch", "256"]
+        + ["--workers", "1", "--scheme", "ring", "--data-loader", "none", "--format", "json"]
+        + ["--calibration", "configs/profiles/h100-sxm-pytorch-eager.toml"],
+        installed["cwd"],
+        installed["env"],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    # README: 3,397 images/s under the H100 eager profile (6,041 under the default one)
+    assert round(json.loads(done.stdout)[0]["throughput_samples_s"]) == 3397
+    done = _run(
+        [planner, "sweep", "status", "configs/sweeps/example.yaml"], installed["cwd"], installed["env"]
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "example.alexnet-16gpus-time." in done.stdout and "queued" in done.stdout

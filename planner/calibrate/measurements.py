@@ -276,7 +276,7 @@ def load(path: str | Path) -> list[Run]:
     """Every run of a measurements CSV, validated (see the module docstring)."""
     name = str(path)
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        with open(catalog.user_file(path), newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
             header = reader.fieldnames or []
             missing = [c for c in REQUIRED if c not in header]

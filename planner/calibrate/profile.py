@@ -236,7 +236,7 @@ def from_dict(data: dict, name: str) -> Profile:
 def load(path: str | Path) -> Profile:
     """Read a profile file (``--calibration F``); one-line errors for unreadable files."""
     try:
-        with open(path, "rb") as fh:
+        with open(catalog.user_file(path), "rb") as fh:
             data = tomllib.load(fh)
     except OSError as exc:
         raise BadInput(f"--calibration {path}: {exc.strerror}") from None
