@@ -227,6 +227,14 @@ def test_results_are_frozen_and_typed(alexnet):
     assert len(alexnet.alternatives) == 5 and alexnet.why and alexnet.search["trials"] == 200
 
 
+def test_out_writes_what_the_command_writes(tmp_path):
+    """Nothing is written without ``out``; with it, run.json as `planner optimize --out`."""
+    r = planner.optimize("alexnet", budget="8gpus", trials=50, out=tmp_path / "run")
+    saved = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert _same(saved["best"], r.to_dict()["best"]) and saved["request"]["trials"] == 50
+    assert set(saved) == set(r.to_dict()) | {"versions"}
+
+
 def test_keyword_spellings_agree():
     """A list and its comma text, a dict of prices and DEVICE=USD texts, give one request."""
     from planner.api import _request

@@ -5,7 +5,7 @@
 of the same name (``seq_len`` is ``--seq-len``) and the command's Click parser converts and
 checks it. So the API accepts every option the command has, including ones added later, with
 the command's defaults, and a bad keyword or value raises :class:`~planner.errors.BadInput` with
-the command's one-line message (``No such option: --seq-length Did you mean --seq-len?``).
+the command's one-line message (``No such option '--sequence-len'.``).
 """
 
 from __future__ import annotations
