@@ -88,16 +88,16 @@ def test_llm_optimize_with_options_equals_the_command(capsys, tmp_path):
     assert 0 < api.best.mfu < 1 and api.best.tp >= 1 and api.best.gpu in ("H100_SXM", "A100_80GB")
 
 
-def test_request_fields_without_an_option_are_keywords():
-    """A field of the request the command has no option for yet (seq_len here) is a keyword: the
-    answer is the pipeline's for that request."""
+def test_request_fields_are_keywords():
+    """``seq_len`` (an option of the command, or a field of the request it has no option for)
+    and ``alternatives`` (a field only: how many next-best plans) give the pipeline's answer."""
     from planner.pipeline import optimize
     from planner.request.optimize import OptimizeRequest
 
-    api = planner.optimize("llama3-8b", budget="64gpus", seq_len=4096)
-    direct = optimize(OptimizeRequest(net="llama3-8b", budget=("64gpus",), seq_len=4096))
+    api = planner.optimize("llama3-8b", budget="64gpus", seq_len=4096, alternatives=2)
+    direct = optimize(OptimizeRequest(net="llama3-8b", budget=("64gpus",), seq_len=4096, alternatives=2))
     assert api.request["seq_len"] == 4096 and api.best.record["seq_len"] == 4096
-    assert _same(api.to_dict()["best"], direct.best)
+    assert _same(api.to_dict()["best"], direct.best) and len(api.alternatives) == 2
 
 
 def test_pareto_equals_the_command(capsys, tmp_path):
@@ -191,10 +191,12 @@ def test_bad_input_of_estimate_and_pareto(capsys):
 
 
 def test_bad_values_of_request_fields_and_switches():
-    """Fields without an option are checked as the parser checks options of their type."""
+    """Fields without an option (``alternatives``) are checked as the parser checks options of
+    their type, with its message."""
     for kwargs, message in (
         (dict(seq_len="long"), "Invalid value for '--seq-len': 'long' is not a valid integer."),
-        (dict(seq_len=4096.5), "Invalid value for '--seq-len': 4096.5 is not a valid integer."),
+        (dict(alternatives="many"), "Invalid value for '--alternatives': 'many' is not a valid integer."),
+        (dict(alternatives=2.5), "Invalid value for '--alternatives': 2.5 is not a valid integer."),
         (dict(alternatives=True), "Invalid value for '--alternatives': True is not a valid integer."),
         (dict(pipeline="yes"), "--pipeline is a switch: give True or False, got 'yes'"),
         (dict(format="json"), "--format is an option of the command line only"),

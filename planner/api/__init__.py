@@ -77,11 +77,12 @@ def estimate(net: str | None = None, **options) -> EstimateResult:
 
 def _estimate_request(params: dict):
     """The EstimateRequest `planner estimate` builds from its parsed options: every request field
-    from the option of the same name, ``workers`` and ``scheme`` as the command reads them."""
+    from the option of the same name, ``workers`` and ``scheme`` as the command reads them
+    (``all``: every other choice of ``--scheme``, the registered AllReduce schemes)."""
     from dataclasses import fields, replace
     from enum import Enum
 
-    from costs import comm
+    from planner.cli.options import SchemeOpt
     from planner.errors import BadInput
     from planner.request.estimate import EstimateRequest, request_from_plan
     from planner.request.parse import parse_int_list
@@ -94,5 +95,6 @@ def _estimate_request(params: dict):
     plain = {k: v.value if isinstance(v, Enum) else v for k, v in params.items()}
     kwargs = {f.name: plain[f.name] for f in fields(EstimateRequest) if f.name in plain}
     kwargs["workers"] = parse_int_list(plain["workers"], "--workers")
-    kwargs["schemes"] = tuple(comm.SCHEME_NAMES) if plain["scheme"] == "all" else (plain["scheme"],)
+    every = tuple(s.value for s in SchemeOpt if s is not SchemeOpt.all)
+    kwargs["schemes"] = every if plain["scheme"] == SchemeOpt.all.value else (plain["scheme"],)
     return EstimateRequest(**kwargs)
