@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from costs import calibration as cal
+from costs.fit import calibration as cal
 from planner.calibrate import fitting, measurements
 from planner.calibrate.predict import RunTable, predictable
 from planner.metrics.model import default_profile

@@ -23,7 +23,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from costs import comm  # noqa: E402
+from costs.comm import schemes as comm  # noqa: E402
 from costs.model import evaluate, plans  # noqa: E402
 from planner import catalog  # noqa: E402
 

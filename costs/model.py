@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from costs import comm
-from costs.coefficients import NetCosts, Terms
+from costs.comm import schemes as comm
 from costs.hardware import ELEMENT_SIZE, PRECISIONS, DeviceTable, LinkTable
-from costs.layers import PHASES
 from costs.plans import Breakdown, Plans, _unique, plans
+from costs.specs.coefficients import NetCosts, Terms
+from costs.specs.layers import PHASES
 
 __all__ = ["Breakdown", "Plans", "evaluate", "layer_times", "plans", "update_time"]
 
@@ -107,12 +107,12 @@ def update_time(params, peak, bw, floor, ppp, pipeline=False):
 def evaluate(costs: NetCosts, plans: Plans, devices: DeviceTable, links: LinkTable, **modern) -> Breakdown:
     """Score every plan (arrays of one are fine); see the module docstring for the model.
 
-    Under a rule set with ``modern`` set, :func:`costs.modern.evaluate` scores instead and
+    Under a rule set with ``modern`` set, :func:`costs.modern.evaluator.evaluate` scores instead and
     takes the keyword arguments (efficiency, options, loader_rate).
     """
     if costs.rules.modern:
-        from costs import llm
-        from costs import modern as modern_model
+        from costs.llm import evaluator as llm
+        from costs.modern import evaluator as modern_model
 
         if llm.applies(costs):
             return llm.evaluate(costs, plans, devices, links, **modern)

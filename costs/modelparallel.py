@@ -1,7 +1,7 @@
 """Explicit model parallelism: score a spec whose ``ModelParallel`` blocks place layers on GPUs.
 
 A PALEO spec may split part of a net with a ``ModelParallel`` block (``splits: S``):
-:mod:`costs.graph` copies its sublayers as ``block/sub@i`` with ``Layer.device = i``; every other
+:mod:`costs.specs.graph` copies its sublayers as ``block/sub@i`` with ``Layer.device = i``; every other
 layer has ``device`` None, which is GPU 0. The net then runs as one model replica on
 ``max(device) + 1`` GPUs of the plan's type (paleo-model.md §B.3, §E.1).
 
@@ -53,9 +53,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from costs.coefficients import NetCosts
 from costs.hardware import ELEMENT_SIZE, DeviceTable, LinkTable
 from costs.model import Breakdown, Plans, layer_times, update_time
+from costs.specs.coefficients import NetCosts
 
 
 def layer_devices(costs: NetCosts) -> np.ndarray:

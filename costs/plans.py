@@ -30,7 +30,7 @@ class Plans:
     ppp_comm: np.ndarray
     pipeline: np.ndarray  # bool: per-layer max(compute, memory) instead of the sum
     accumulation: np.ndarray  # microbatches per optimizer step (gradient accumulation), >= 1
-    # LLM parallelism (transformer nets under the modern rules; costs.llm): workers = tp x pp x dp
+    # LLM parallelism (transformer nets under the modern rules; costs.llm.evaluator): workers = tp x pp x dp
     tp: np.ndarray  # tensor-parallel degree (Megatron column/row split), inside a node
     pp: np.ndarray  # pipeline-parallel stages
     zero: np.ndarray  # ZeRO stage 0-3 over the data-parallel group (3 = FSDP's full sharding)

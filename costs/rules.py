@@ -12,8 +12,8 @@ PPP_comp (Qi et al. 2017; paleo-model.md §A.3, §A.5, §B.5).
 decimal unit convention, gradients costed as GEMMs, the update under PPP_comp, unpadded reads.
 It reproduces no published number; it is the better estimate for today's hardware.
 
-``modern`` shares ``planner``'s shapes but is scored by :mod:`costs.modern`: a roofline per
-layer and phase with achievable rates (:mod:`costs.efficiency`), every memory-bound layer and
+``modern`` shares ``planner``'s shapes but is scored by :mod:`costs.modern.evaluator`: a roofline per
+layer and phase with achievable rates (:mod:`costs.modern.efficiency`), every memory-bound layer and
 the optimizer step counted, kernel and framework overheads, and alpha-beta collectives
 overlapped with the backward pass.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from costs.transformer import TYPES as _TRANSFORMER_TYPES
+from costs.specs.transformer import TYPES as _TRANSFORMER_TYPES
 
 # Layer types of PALEO's initial release (paleo-model.md §E.1).
 _TYPES_2016 = frozenset({"Input", "Convolution", "Pooling", "AvgPool", "Dropout", "Concatenate", "Softmax"})
@@ -71,7 +71,7 @@ class Rules:
     # inserted for strides and cost an FC-as-conv layer's data gradient kh*kw times its
     # forward (25x for AlexNet fc6; paleo-model.md §A.4.3, F.6).
     gemm_backward: bool = False
-    # Score with the modern evaluator (costs.modern) instead of PALEO's terms.
+    # Score with the modern evaluator (costs.modern.evaluator) instead of PALEO's terms.
     modern: bool = False
     # With pipelining, PALEO bounds a layer's whole backward pass at once: it adds the data
     # and filter gradients' compute times, and their memory times, and takes the larger sum
@@ -81,6 +81,10 @@ class Rules:
     # differ only when one gradient is memory-bound and the other compute-bound, e.g. an FC
     # layer's weight-bound gradients at the small per-worker batches of strong scaling.
     pipeline_whole_backward: bool = False
+
+    def others_supporting(self, layer_type: str) -> list[str]:
+        """Names of the registered rule sets that accept ``layer_type`` (for error hints)."""
+        return [r.name for r in RULES.values() if layer_type in r.layer_types]
 
 
 PALEO_2018 = Rules(
@@ -122,7 +126,7 @@ PLANNER = Rules(
 )
 
 # The modern rules read nets as `planner` does (same shapes, FLOPs and bytes) and score them
-# with costs.modern instead of PALEO's terms.
+# with costs.modern.evaluator instead of PALEO's terms.
 MODERN = replace(
     PLANNER,
     name="modern",

@@ -271,10 +271,10 @@ def _eff_value(table: dict, keys: tuple, precision: str | None = None) -> float:
 
 
 def efficiency(device_keys, link_keys):
-    """The cited default efficiencies (costs.efficiency.Efficiency) for these table rows."""
+    """The cited default efficiencies (costs.modern.efficiency.Efficiency) for these table rows."""
     import numpy as np
 
-    from costs.efficiency import Efficiency
+    from costs.modern.efficiency import Efficiency
 
     data = efficiencies()
     devs = [device(k) for k in device_keys]
@@ -362,15 +362,15 @@ def net_spec(name: str) -> dict:
 
 @lru_cache(maxsize=64)
 def _net(path: str, rules_name: str, seq_len: int | None = None):
-    from costs import hf_config
-    from costs.graph import build_net, load_spec
     from costs.rules import get_rules
+    from costs.specs import hf_config
+    from costs.specs.graph import build_net, load_spec
 
     spec = load_spec(path)
     if hf_config.is_hf_config(spec):  # a Hugging Face config.json: build its layers
         spec = hf_config.to_spec(spec, Path(path).name)
     if seq_len:  # None or 0: the spec's own
-        from costs.transformer_spec import with_seq_len
+        from costs.specs.transformer_spec import with_seq_len
 
         spec = with_seq_len(spec, seq_len, Path(path).name)
     return build_net(spec, Path(path).name, get_rules(rules_name))
@@ -383,8 +383,8 @@ def load_net(name: str, rules: str, seq_len: int | None = None):
 
 @lru_cache(maxsize=64)
 def _costs(path: str, rules_name: str, algorithm: str, seq_len: int | None = None):
-    from costs import coefficients
     from costs.rules import get_rules
+    from costs.specs import coefficients
 
     return coefficients.build(_net(path, rules_name, seq_len), get_rules(rules_name), algorithm)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from costs import comm
+from costs.comm import schemes as comm
 from costs.model import evaluate, plans
 from costs.rules import RULES
 from planner import catalog

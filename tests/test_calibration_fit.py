@@ -1,4 +1,4 @@
-"""The fitting core of costs.calibration on models whose true parameters are known.
+"""The fitting core of costs.fit.calibration on models whose true parameters are known.
 
 A roofline-shaped toy model, time = max(flops / (peak * e_c), bytes / (bw * e_m)) + k * t0,
 generates "measurements" with known efficiencies and multiplicative noise; the fit must recover
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from costs import calibration as cal
+from costs.fit import calibration as cal
 
 RNG = np.random.default_rng(7)
 N = 120

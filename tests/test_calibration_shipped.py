@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from costs import calibration as cal
+from costs.fit import calibration as cal
 from planner.calibrate import fitting, measurements
 from planner.calibrate.predict import RunTable
 from planner.metrics.model import default_profile

@@ -23,7 +23,7 @@ RULES = ("paleo-2016", "paleo-2018")
 TOL_3DP = 0.0005 + 1e-9  # half a unit of the printed 3rd decimal, plus float noise
 TOL_2DP = 0.005 + 1e-9  # half a unit of the printed 2nd decimal
 
-# Row labels of the §D.3 tables -> planner scheme names (costs.comm.SCHEME_NAMES).
+# Row labels of the §D.3 tables -> planner scheme names (costs.comm.schemes.SCHEME_NAMES).
 SCHEMES = {"OneToAll": "onetoall", "TreeAllReduce": "tree", "ButterflyAllReduce": "butterfly"}
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from costs import comm
+from costs.comm import schemes as comm
 from planner import catalog
 from planner.cli import main
 
@@ -91,7 +91,11 @@ def test_estimate_json_records(capsys):
         assert r["precision"] == "bf16" and r["scaling"] == "weak"
         lo, hi = r["total_ms_range"]
         assert lo < r["total_ms"] < hi
-    # One record per (workers, scheme), all four schemes by default.
+    # One record per worker count: the modern rules default to the scheme a plan uses (ring).
+    pairs = [(r["workers"], r["scheme"]) for r in recs]
+    assert pairs == [(1, "ring"), (2, "ring"), (4, "ring")]
+    # --scheme all: one record per (workers, scheme), all four schemes
+    recs = ok_json(capsys, "estimate", "alexnet", "--workers", "1,2,4", "--scheme", "all")
     pairs = [(r["workers"], r["scheme"]) for r in recs]
     assert len(pairs) == len(set(pairs))
     assert set(pairs) == set(product([1, 2, 4], comm.SCHEME_NAMES))
@@ -193,7 +197,9 @@ def test_estimate_other_device_network_rules(capsys):
 
 
 def test_estimate_csv(capsys):
-    code, out, err = run(capsys, "estimate", "alexnet", "--workers", "1,2", "--format", "csv")
+    code, out, err = run(
+        capsys, "estimate", "alexnet", "--workers", "1,2", "--scheme", "all", "--format", "csv"
+    )
     assert code == 0, err
     rows = list(csv.DictReader(io.StringIO(out)))
     assert len(rows) == 2 * len(comm.SCHEME_NAMES)
@@ -502,7 +508,7 @@ def _console_script() -> str:
 
 def test_console_script_json():
     proc = subprocess.run(
-        [_console_script(), "estimate", "alexnet", "--workers", "1,2", "--format", "json"],
+        [_console_script(), "estimate", "alexnet", "--workers", "1,2", "--scheme", "all", "--format", "json"],
         capture_output=True,
         text=True,
         timeout=120,

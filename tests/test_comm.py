@@ -1,4 +1,4 @@
-"""Contract tests for the AllReduce schemes of costs.comm (paleo-model.md §B.2).
+"""Contract tests for the AllReduce schemes of costs.comm.schemes (paleo-model.md §B.2).
 
 Every property is checked for every entry of ``comm.SCHEMES``, so a newly registered scheme is
 covered without touching this file. Closed forms come from the worked check of §B.2.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from costs import comm
+from costs.comm import schemes as comm
 
 SCHEME_NAMES = sorted(comm.SCHEMES)
 

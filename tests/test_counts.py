@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 
-from costs import layers
 from costs.rules import get_rules
+from costs.specs import layers
 from planner import catalog
 
 RULES = ("paleo-2016", "paleo-2018")

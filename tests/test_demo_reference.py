@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from costs import comm
+from costs.comm import schemes as comm
 from costs.model import evaluate, plans
 from planner import catalog
 

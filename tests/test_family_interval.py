@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from costs import calibration as cal
+from costs.fit import calibration as cal
 from planner.calibrate import fitting, measurements
 from planner.calibrate.predict import RunTable
 from planner.calibrate.profile import Profile

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from costs import modern
 from costs.hardware import PRECISIONS
-from costs.transformer import FP8_TYPES
+from costs.modern import evaluator as modern
+from costs.specs.transformer import FP8_TYPES
 from planner import catalog
 from planner.cli import main
 from planner.metrics import memory

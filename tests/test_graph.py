@@ -1,4 +1,4 @@
-"""Tests for costs.graph: Block and ModelParallel expansion, ordering, and spec errors.
+"""Tests for costs.specs.graph: Block and ModelParallel expansion, ordering, and spec errors.
 
 Spec errors are checked on files written to tmp_path and loaded the way planner loads them
 (``load_spec`` then ``build_net`` with the file name as the source): each must be a one-line
@@ -12,10 +12,10 @@ import json
 
 import pytest
 
-from costs import layers
 from costs.errors import PlannerError, SpecError
-from costs.graph import build_net, expand, load_spec, toposort
 from costs.rules import PALEO_2016, PALEO_2018
+from costs.specs import layers
+from costs.specs.graph import build_net, expand, load_spec, toposort
 
 DATA = {"type": "Input", "parents": [], "tensor": [2, 8, 8, 4]}
 
@@ -279,7 +279,7 @@ def test_zoo_nets_are_topologically_ordered():
 
 
 def test_toposort_duplicate_names():
-    from costs.graph import Layer
+    from costs.specs.graph import Layer
 
     a = Layer("a", "ReLU", (), {})
     with pytest.raises(SpecError, match="s.json: layer 'a': duplicate layer name"):

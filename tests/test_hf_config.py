@@ -1,4 +1,4 @@
-"""Hugging Face ``config.json`` files wherever a net name goes (costs/hf_config.py)."""
+"""Hugging Face ``config.json`` files wherever a net name goes (costs/specs/hf_config.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from costs import layers
+from costs.specs import layers
 from planner import catalog
 from planner.cli import main
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from costs import layers
 from costs.model import evaluate, layer_times, plans
 from costs.rules import get_rules
+from costs.specs import layers
 from planner import catalog
 
 RULES = ("paleo-2016", "paleo-2018")

@@ -1,4 +1,4 @@
-"""Contract tests for the layer registry costs.layers.KINDS (paleo-model.md §A.4, §E.1).
+"""Contract tests for the layer registry costs.specs.layers.KINDS (paleo-model.md §A.4, §E.1).
 
 Each registered type gets a tiny valid net ``data [N,8,8,4] -> pre -> layer -> Softmax``; the
 ``pre`` layer keeps the layer under test off the ``data`` input, so that it has all three phases.
@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from costs import coefficients, layers, transformer
 from costs.errors import SpecError
-from costs.graph import build_net
-from costs.layers import KINDS, PHASES
 from costs.model import layer_times
 from costs.rules import PALEO_2016, PALEO_2018, RULES
+from costs.specs import coefficients, layers, transformer
+from costs.specs.graph import build_net
+from costs.specs.layers import KINDS, PHASES
 from planner import catalog
 
 H, W, C = 8, 8, 4

@@ -1,4 +1,4 @@
-"""The LLM evaluator (costs/llm.py): memory per Korthikanti et al. 2022 and ZeRO, the pipeline
+"""The LLM evaluator (costs/llm/evaluator.py): memory per Korthikanti et al. 2022 and ZeRO, the pipeline
 schedule, parameter and FLOP conservation over every zoo transformer, and Megatron-LM's GPT-3
 175B run reproduced with the shipped calibration."""
 
@@ -7,9 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from costs import llm, llm_memory, llm_shard, roofline
 from costs.hardware import PRECISIONS
+from costs.llm import evaluator as llm
+from costs.llm import memory as llm_memory
+from costs.llm import shard as llm_shard
 from costs.model import evaluate, plans
+from costs.modern import roofline
 from costs.rules import MODERN
 from planner import catalog
 from planner.metrics.model import CostModel
@@ -84,7 +87,7 @@ def _one_gpu(name, **cols):
 def test_one_gpu_compute_equals_the_layer_graph(name):
     """TP 1, PP 1: forward and backward equal the modern evaluator's sum over every layer of the
     whole net (one block times the layers is the same graph)."""
-    from costs import modern
+    from costs.modern import evaluator as modern
 
     costs, p, devices, links = _one_gpu(name, batch=2, workers=1, scheme=3)
     eff = catalog.efficiency(["H100_SXM"], ["ib_ndr", "nvlink4"])
@@ -221,8 +224,8 @@ def test_zero_traffic_and_the_pass_it_hides_behind(workers, network):
     ZeRO 0 moves G, ZeRO 1 G/2 + W, ZeRO 2 m G/2 + W, ZeRO 3 m (G/2 + 2 W). Reductions hide
     behind a backward pass; ZeRO 1's and 2's gather behind the next step's first forward
     (Megatron-Core's --overlap-param-gather); ZeRO 3's gathers behind both passes."""
-    from costs import overlap
-    from costs.modern import Options
+    from costs.comm import overlap
+    from costs.modern.evaluator import Options
 
     m = 4
     costs, p, devices, _ = _one_gpu(

@@ -160,7 +160,7 @@ def test_zero_and_sp_reach_the_predicted_plans(tmp_path):
 def test_transformer_runs_are_scored_with_adam_and_cnns_with_momentum(tmp_path):
     """Megatron, FSDP and BERT runs train with Adam: the fit scores their optimizer step so."""
     from costs.model import evaluate
-    from costs.modern import Options
+    from costs.modern.evaluator import Options
     from planner.calibrate import fitting
     from planner.calibrate.predict import RunTable
 

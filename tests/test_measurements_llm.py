@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from costs import layers
 from costs.rules import MODERN
-from costs.transformer_spec import build_layers
+from costs.specs import layers
+from costs.specs.transformer_spec import build_layers
 from planner import catalog
 from planner.calibrate import commands, measurements
 from planner.calibrate.fitting import predict
@@ -78,7 +78,7 @@ def test_model_parallel_split_is_the_published_one(shipped):
 
 def test_measurement_nets_resolve_but_stay_out_of_the_zoo():
     extra = catalog.measurement_nets()
-    assert len(extra) == 31 and not set(extra) & set(catalog.zoo())
+    assert len(extra) == 32 and not set(extra) & set(catalog.zoo())
     assert catalog.net_path("megatron-1t") == extra["megatron-1t"]
     for name in extra:
         spec = catalog.net_spec(name)
@@ -101,7 +101,7 @@ def test_measurement_net_parameters_match_the_tables(name, published, digits):
 
 def test_qwen3_moe_activates_the_published_share():
     """Qwen3-30B-A3B model card: 3.3B of its parameters activated per token (8 of 128 experts)."""
-    from costs import transformer
+    from costs.specs import transformer
 
     net = catalog.load_net("qwen3-30b-a3b", "planner")
     total = sum(layers.params(s) for s in net.layers)
@@ -143,7 +143,7 @@ def test_a_transformer_is_costed_at_the_run_sequence_length():
 
 
 def test_model_parallel_runs_are_set_aside_only_under_paleo_rules(shipped):
-    """The modern rules predict every run (costs.llm models TP and PP); PALEO's rule sets do
+    """The modern rules predict every run (costs.llm.evaluator models TP and PP); PALEO's rule sets do
     not model them, so validate under them sets the 24 model-parallel runs (22 split by tensor or
     pipeline parallelism, two by expert parallelism) aside in one line."""
     kept, note = predictable(shipped["llm.csv"])
@@ -243,7 +243,7 @@ def test_pipelines_interleave_whole_layers(shipped):
 
 def test_fp8_runs_count_the_flops_their_summaries_print(shipped):
     """The summaries print model TFLOP/s per GPU beside tokens/s per GPU, so their ratio is the
-    FLOPs one token costs by NVIDIA's count. The evaluator's model FLOPs (costs.llm, forward and
+    FLOPs one token costs by NVIDIA's count. The evaluator's model FLOPs (costs.llm.evaluator, forward and
     backward, no recomputation) agree within 0.6% (the printed TFLOP/s have 3 digits), except
     26.04.01's Llama 3 70B: its table prints 2.3% fewer FLOPs a token than 25.11's for the same
     model and sequence length (731 TFLOP/s at 1,664 tokens/s against 719 at 1,602)."""

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from costs import coefficients
-from costs.graph import build_net
 from costs.hardware import ELEMENT_BYTES, PRECISIONS, Device, DeviceTable, Link, LinkTable
 from costs.model import evaluate, layer_times, plans, update_time
 from costs.modelparallel import evaluate_explicit, layer_devices, n_devices
 from costs.rules import get_rules
+from costs.specs import coefficients
+from costs.specs.graph import build_net
 from planner import catalog
 from planner.cli import main
 

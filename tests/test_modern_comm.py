@@ -12,9 +12,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from costs import collectives, comm, overlap
+from costs.comm import collectives, overlap
+from costs.comm import schemes as comm
 from costs.model import evaluate, plans
-from costs.modern import Options
+from costs.modern.evaluator import Options
 from planner import catalog
 
 DEVICES = ["V100_16GB", "A100_80GB", "H100_SXM"]

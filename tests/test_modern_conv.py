@@ -13,12 +13,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from costs import roofline, tiling
-from costs.coefficients import build
-from costs.graph import build_net
 from costs.hardware import PRECISIONS
 from costs.model import evaluate, plans
+from costs.modern import roofline, tiling
 from costs.rules import MODERN
+from costs.specs.coefficients import build
+from costs.specs.graph import build_net
 from planner import catalog
 from planner.calibrate import profile
 

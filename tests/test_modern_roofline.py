@@ -15,12 +15,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from costs import roofline, transformer
-from costs.graph import build_net
 from costs.hardware import PRECISIONS, auto_precision
-from costs.layers import KINDS
 from costs.model import evaluate, plans
+from costs.modern import roofline
 from costs.rules import MODERN
+from costs.specs import transformer
+from costs.specs.graph import build_net
+from costs.specs.layers import KINDS
 from planner import catalog
 
 DEVICES = ["K80", "P100", "V100_16GB", "T4", "A100_80GB", "H100_SXM", "MI300X"]
@@ -116,7 +117,7 @@ def test_every_registered_layer_type_costs_time():
     types = {s.type for s in net.layers}
     # Every type but the transformer ones (tests/test_transformer_counts.py covers those).
     assert types == (set(KINDS) & MODERN.layer_types) - transformer.TYPES
-    from costs.coefficients import build
+    from costs.specs.coefficients import build
 
     t = roofline.build(net, build(net, MODERN).params)
     for i, s in enumerate(net.layers):
@@ -129,7 +130,7 @@ def test_every_registered_layer_type_costs_time():
 
 def test_batchnorm_traffic_is_hand_counted():
     net = _every_type_net()
-    from costs.coefficients import build
+    from costs.specs.coefficients import build
 
     t = roofline.build(net, build(net, MODERN).params)
     i = [s.name for s in net.layers].index("bn")
@@ -149,7 +150,7 @@ def test_gemm_fraction_reproduces_published_h100_matmul():
             "fc": {"type": "InnerProduct", "parents": ["data"], "num_outputs": 2048},
         },
     }
-    from costs.coefficients import build
+    from costs.specs.coefficients import build
 
     net = build_net(spec, "mm.json", MODERN)
     c = build(net, MODERN)

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="planner profile needs PyTorch: pip install '.[profile]'")
 
-from costs import layers  # noqa: E402
+from costs.specs import layers  # noqa: E402
 from planner import catalog  # noqa: E402
 from planner.profile import nets  # noqa: E402
 from planner.profile.builder import SpecModel, batch, param_count  # noqa: E402
@@ -182,7 +182,7 @@ def test_implied_relus_follow_the_batchnorm():
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_and_standard_attention_agree(causal):
     """PyTorch's fused kernel and the materialised scores give the same output (GQA 4:2)."""
-    from costs.nodes import Layer, ShapedLayer
+    from costs.specs.nodes import Layer, ShapedLayer
     from planner.profile.transformer import Attention
 
     spec = {"n_heads": 4, "n_kv_heads": 2, "head_dim": 8, "causal": causal}

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from costs import coefficients, layers
 from costs.model import evaluate, plans
 from costs.rules import PALEO_2018, PLANNER
+from costs.specs import coefficients, layers
 from planner import catalog
 
 PALEO_NETS = ["alexnet", "alexnet_cc2", "vgg16", "nin", "overfeat", "inception_v3"]

@@ -1,12 +1,12 @@
-"""Tornado rows of costs.sensitivity on real plans of the modern model: signs and magnitudes."""
+"""Tornado rows of costs.fit.sensitivity on real plans of the modern model: signs and magnitudes."""
 
 from __future__ import annotations
 
 import pytest
 
+from costs.fit.sensitivity import tornado
 from costs.model import evaluate, plans
-from costs.modern import Options
-from costs.sensitivity import tornado
+from costs.modern.evaluator import Options
 from planner import catalog
 
 BF16 = 3

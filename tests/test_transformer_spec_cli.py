@@ -1,11 +1,11 @@
-"""`python -m costs.transformer_spec FILE`: regenerates a measurement net's layers byte for byte;
+"""`python -m costs.specs.transformer_spec FILE`: regenerates a measurement net's layers byte for byte;
 bad input gets one line and exit 2."""
 
 from __future__ import annotations
 
 import shutil
 
-from costs import transformer_spec
+from costs.specs import transformer_spec
 from planner import catalog
 
 

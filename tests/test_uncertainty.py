@@ -1,11 +1,11 @@
-"""Monte Carlo win probabilities (costs.uncertainty) on cases whose answer is known."""
+"""Monte Carlo win probabilities (costs.fit.uncertainty) on cases whose answer is known."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from costs import uncertainty as unc
+from costs.fit import uncertainty as unc
 
 
 def test_no_uncertainty_gives_the_nominal_winner():

@@ -38,9 +38,10 @@ import math
 
 import pytest
 
-from costs import layers, roofline
 from costs.errors import SpecError
+from costs.modern import roofline
 from costs.rules import get_rules
+from costs.specs import layers
 from planner import catalog
 
 NEW = ("resnet101", "resnet152", "googlenet", "vgg_a")

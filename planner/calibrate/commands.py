@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from costs import calibration as cal
+from costs.fit import calibration as cal
 from planner.calibrate import measurements, profile, report
 from planner.calibrate.fitting import Calibration, calibrate, predict
 from planner.calibrate.predict import RunTable, predictable

@@ -2,7 +2,7 @@
 
 :func:`calibrate` fits the group scales and overheads of :mod:`planner.calibrate.profile` to
 every run (bounded least squares on log error, regularised toward the cited defaults; see
-:mod:`costs.calibration`), then refits once per source without that source and predicts it:
+:mod:`costs.fit.calibration`), then refits once per source without that source and predicts it:
 the leave-one-source-out (LOSO) error is the honest one, and the residuals it leaves give the
 prediction interval stored in the profile.
 
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from costs import calibration as cal
+from costs.fit import calibration as cal
 from costs.model import evaluate
-from costs.modern import Options
+from costs.modern.evaluator import Options
 from planner import catalog
 from planner.calibrate.predict import RunTable
 from planner.calibrate.profile import EMPTY, Profile, Space, space

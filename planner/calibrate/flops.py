@@ -29,7 +29,7 @@ COUNTINGS = ("megatron-ptdp", "megatron-core")
 
 def per_sequence(counting: str, model: dict, seq_len: int) -> float:
     """Model FLOPs per sequence of ``seq_len`` tokens under ``counting`` (a transformer ``model``
-    description as in costs.transformer_spec). ValueError when the counting does not apply."""
+    description as in costs.specs.transformer_spec). ValueError when the counting does not apply."""
     h, layers, vocab, s = model["d_model"], model["n_layers"], model["vocab"], seq_len
     if counting == "megatron-ptdp":
         if model["d_ff"] != 4 * h or model.get("activation", "gelu") != "gelu" or model.get("moe"):

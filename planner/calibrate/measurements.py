@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from costs import comm
+from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
 from planner import catalog
 from planner.calibrate import flops
@@ -70,7 +70,7 @@ class Run:
     gpus_per_node: int
     network: str  # the link between nodes; the device's own link when the run is one node
     batch_per_gpu: int
-    scheme: str  # a key of costs.comm.SCHEMES
+    scheme: str  # a key of costs.comm.schemes.SCHEMES
     metric: str
     value: float
     accumulation: int = 1

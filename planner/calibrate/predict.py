@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from costs import comm
+from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
-from costs.llm_memory import RECOMPUTE
+from costs.llm.memory import RECOMPUTE
 from costs.model import Breakdown, Plans, plans
 from costs.rules import get_rules
 from planner import catalog
@@ -29,7 +29,7 @@ Evaluate = Callable[..., Breakdown]
 
 def predictable(runs: Sequence[Run], rules: str = "modern") -> tuple[list[Run], str]:
     """The runs the rule set can predict, and a one-line note on those it cannot ('' if none):
-    tensor, pipeline and expert parallelism are modelled by the modern rules only (costs.llm)."""
+    tensor, pipeline and expert parallelism are modelled by the modern rules only (costs.llm.evaluator)."""
     if get_rules(rules).modern:
         return list(runs), ""
     kept = [r for r in runs if not r.model_parallel]

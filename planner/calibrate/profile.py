@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from costs import calibration as cal
-from costs.efficiency import Efficiency
+from costs.fit import calibration as cal
 from costs.hardware import PRECISIONS, TENSOR_FP16_RATIO
+from costs.modern.efficiency import Efficiency
 from planner import catalog
 from planner.errors import BadInput
 
@@ -41,8 +41,8 @@ _FIELD = {
 # Priors of overheads whose cited default is 0 (no published figure): a small positive value
 # with a wide spread, so the data decide (log-space fits need a positive start).
 _ZERO_PRIOR_US = {"kernel_min_us": 2.0, "iteration_us": 100.0}
-WINOGRAD_RANGE = (1.0, 4.0)  # no reduction .. F(4x4,3x3)'s 4x (costs.efficiency)
-ATTENTION_RANGE = (0.05, 1.5)  # fused attention's rate over a GEMM's (costs.efficiency)
+WINOGRAD_RANGE = (1.0, 4.0)  # no reduction .. F(4x4,3x3)'s 4x (costs.modern.efficiency)
+ATTENTION_RANGE = (0.05, 1.5)  # fused attention's rate over a GEMM's (costs.modern.efficiency)
 SCALE_SPREAD = 0.35  # prior sd of log(scale): the cited defaults are good to about +-35%
 OVERHEAD_SPREAD = 1.5  # overheads: a factor of ~4.5 either way at one sd
 
@@ -88,7 +88,7 @@ def _generation(device: str) -> str:
 
 
 def _winograd_precision(device: str, precision: str) -> bool:
-    """Whether runs in this precision can use Winograd (costs.modern: fp32, and fp16 on the
+    """Whether runs in this precision can use Winograd (costs.modern.evaluator: fp32, and fp16 on the
     CUDA cores of devices without fp16 tensor cores)."""
     peak = catalog.device(device).device.peak_flops
     if precision == "fp32":

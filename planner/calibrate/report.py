@@ -12,7 +12,7 @@ from html import escape
 
 import numpy as np
 
-from costs import calibration as cal
+from costs.fit import calibration as cal
 from planner.report import charts, render
 
 

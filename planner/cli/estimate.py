@@ -63,8 +63,12 @@ def estimate(
         Scaling, typer.Option(help="strong: fixed total batch; weak: fixed batch per worker.")
     ] = Scaling.weak,
     scheme: Annotated[
-        SchemeOpt, typer.Option(help="AllReduce scheme; 'all' is PALEO's three plus ring.")
-    ] = SchemeOpt.all,
+        SchemeOpt,
+        typer.Option(
+            help="AllReduce scheme. auto (default): ring under the modern rules (NCCL's, what optimize "
+            "uses for transformers), every scheme under a PALEO rule set; all: PALEO's three plus ring."
+        ),
+    ] = SchemeOpt.auto,
     ppp_comp: PppComp = defaults.PPP_COMP,
     ppp_comm: PppComm = defaults.PPP_COMM,
     pipeline: Annotated[
@@ -136,13 +140,16 @@ def estimate(
     ] = None,
 ) -> None:
     """Predicted step time per worker count and AllReduce scheme (modern rules, or a PALEO rule set): a scaling table."""
-    from costs import comm
+    from costs.comm import schemes as comm
     from planner.estimate.estimate import estimate as run
     from planner.report import render
     from planner.request.estimate import EstimateRequest
     from planner.request.parse import parse_int_list
 
-    schemes = tuple(comm.SCHEME_NAMES) if scheme is SchemeOpt.all else (scheme.value,)
+    if scheme is SchemeOpt.auto:
+        schemes = ("ring",) if rules.value == "modern" else tuple(comm.SCHEME_NAMES)
+    else:
+        schemes = tuple(comm.SCHEME_NAMES) if scheme is SchemeOpt.all else (scheme.value,)
     if plan is not None:
         from dataclasses import replace
 

@@ -85,6 +85,23 @@ def optimize(
     max_global_batch: Annotated[
         int, typer.Option(help="Largest global batch (Goyal et al. 2017: 8192 for ImageNet).")
     ] = 8192,
+    seq_len: Annotated[
+        int | None, typer.Option(help="Transformers: tokens per sequence (default: the net's).")
+    ] = None,
+    tokens: Annotated[
+        str | None,
+        typer.Option(
+            help="Transformers: tokens to train on, e.g. 15T, 300B or 2e12 (default: the net's published "
+            "length; a net without one is costed per 1e12 tokens and says so)."
+        ),
+    ] = None,
+    global_batch_tokens: Annotated[
+        str | None,
+        typer.Option(
+            help="Transformers: tokens per optimizer step, e.g. 4M (default: the net's published batch, "
+            "else GPT-3's for a model of its size)."
+        ),
+    ] = None,
     min_global_batch: Annotated[int, typer.Option(help="Smallest global batch.")] = 1,
     optimizer: Annotated[
         str, typer.Option(help="Optimizer state kept per parameter: sgd, momentum or adam.")
@@ -188,6 +205,9 @@ def _optimize_request(opts: dict):
         epochs=opts["epochs"],
         dataset_size=opts["dataset_size"],
         global_batch=opts["global_batch"],
+        seq_len=opts.get("seq_len"),
+        tokens=opts.get("tokens"),
+        global_batch_tokens=opts.get("global_batch_tokens"),
         max_global_batch=opts["max_global_batch"],
         min_global_batch=opts["min_global_batch"],
         optimizer=opts["optimizer"],

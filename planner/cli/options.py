@@ -22,6 +22,7 @@ class SchemeOpt(str, Enum):
     butterfly = "butterfly"
     ring = "ring"
     all = "all"
+    auto = "auto"
 
 
 class Parallel(str, Enum):

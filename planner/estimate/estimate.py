@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from costs import comm
-from costs.llm import description
+from costs.comm import schemes as comm
+from costs.llm.evaluator import description
 from costs.model import evaluate, plans
 from planner import catalog
 from planner.errors import BadInput, UnsupportedError

@@ -1,5 +1,5 @@
 """`planner estimate` for transformers under the modern rules: one row per worker count (and
-scheme) of a plan with tensor, sequence, pipeline, expert and data parallelism (costs.llm).
+scheme) of a plan with tensor, sequence, pipeline, expert and data parallelism (costs.llm.evaluator).
 
 GPUs = tp x pp x dp. The microbatch is ``--microbatch`` (else ``--batch``, else the spec's);
 with ``--global-batch`` the microbatches per step are global batch / (dp x microbatch), as
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from costs import comm
+from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
-from costs.llm_memory import RECOMPUTE
+from costs.llm.memory import RECOMPUTE
 from costs.model import evaluate, plans
 from planner.errors import BadInput
 from planner.estimate.records import hardware, record

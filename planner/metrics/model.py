@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from costs.hardware import DeviceTable, LinkTable
-from costs.modern import Options
+from costs.modern.evaluator import Options
 from costs.rules import get_rules
 from planner import catalog
 from planner.calibrate import profile as profiles

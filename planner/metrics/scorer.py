@@ -24,26 +24,11 @@ from planner.energy import Energy
 from planner.metrics import memory
 from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel
+from planner.metrics.objectives import METRIC, OBJECTIVES, SENSE  # noqa: F401 (re-exported)
 from planner.space.space import Space
 
 if TYPE_CHECKING:
     from planner.request.optimize import Problem
-
-OBJECTIVES = ("time", "cost", "throughput", "memory", "energy")
-METRIC = {
-    "time": "time_to_train_s",
-    "cost": "cost_usd",
-    "throughput": "throughput_samples_s",
-    "memory": "memory_bytes",
-    "energy": "energy_kwh",
-}
-SENSE = {
-    "time": 1.0,
-    "cost": 1.0,
-    "throughput": -1.0,
-    "memory": 1.0,
-    "energy": 1.0,
-}  # minimise SENSE x metric
 
 
 @dataclass
@@ -51,7 +36,7 @@ class Scorer:
     """Scores index arrays of a :class:`Space`; everything costly is built once."""
 
     space: Space
-    costs: object  # costs.coefficients.NetCosts
+    costs: object  # costs.specs.coefficients.NetCosts
     devices: DeviceTable
     links: LinkTable
     prices: np.ndarray  # (gpus in space,) USD per GPU-hour, NaN when unknown
@@ -68,6 +53,8 @@ class Scorer:
     energy: Energy | None = None  # None: the cited defaults of configs/energy.toml
     board_w: np.ndarray | None = None  # (gpus in space,) board power W, NaN when unknown
     gpu_caps: np.ndarray | None = None  # (gpus in space,) most GPUs a plan may use (owned), inf: any
+    tokens: object = None  # planner.request.tokens.Tokens of a transformer request, else None
+    net_arg: str | None = None  # the net as the request names it (zoo name or file path)
 
     def __post_init__(self) -> None:
         self._kwargs = self.model.kwargs(self.devices, self.links) if self.model else {}
@@ -173,6 +160,8 @@ class Scorer:
             price_sources=problem.price_sources,
             energy=problem.energy,
             gpu_caps=problem.gpu_caps,
+            tokens=problem.tokens,
+            net_arg=req.net,
         )
 
     def objective_values(self, m: dict[str, np.ndarray], objectives: tuple[str, ...]) -> np.ndarray:

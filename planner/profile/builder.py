@@ -3,7 +3,7 @@
 One submodule per spec layer, run in the spec's topological order, so every layer can be
 timed on its own (:mod:`planner.profile.hooks`) and the measured net is the modelled one:
 the same shapes and the same parameter count as ``planner summary``. The ReLUs that PALEO's
-specs leave implicit run where the modern rules count them (:func:`costs.roofline.implied_activations`),
+specs leave implicit run where the modern rules count them (:func:`costs.modern.roofline.implied_activations`),
 after the BatchNorm that follows a layer when one does. The loss is the spec's last layer:
 Softmax (cross-entropy over the classes), CrossEntropy (over the vocabulary, per token) or a
 final Sigmoid (binary cross-entropy with logits); random labels stand in for data.
@@ -12,9 +12,9 @@ final Sigmoid (binary cross-entropy with logits); random labels stand in for dat
 from __future__ import annotations
 
 from costs.errors import UnsupportedError
-from costs.graph import Net
-from costs.nodes import ShapedLayer, prod
-from costs.roofline import implied_activations
+from costs.modern.roofline import implied_activations
+from costs.specs.graph import Net
+from costs.specs.nodes import ShapedLayer, prod
 from planner.profile import cnn, lazy, transformer
 
 

@@ -1,4 +1,4 @@
-"""PyTorch modules for the CNN layer types of :mod:`costs.layers` (imports torch).
+"""PyTorch modules for the CNN layer types of :mod:`costs.specs.layers` (imports torch).
 
 Spec shapes are per sample and channels-last, ``(H, W, C)``; tensors here are PyTorch's
 ``(N, C, H, W)`` (in channels-last memory format when asked). Paddings are derived from the
@@ -10,7 +10,7 @@ is an explicit ``F.pad`` in front of it.
 from __future__ import annotations
 
 from costs.errors import UnsupportedError
-from costs.nodes import ShapedLayer, prod
+from costs.specs.nodes import ShapedLayer, prod
 from planner.profile import lazy
 
 
@@ -54,7 +54,7 @@ def _defined() -> dict:
         kh, kw, _, _ = (int(v) for v in s.layer.spec["filter"])
         sh, sw = _strides(s, [1, 1, 1, 1])
         cin, cout = s.in_shapes[0][2], s.out_shape[2]
-        # PALEO counts a bias for every convolution (costs.layers), so the module has one.
+        # PALEO counts a bias for every convolution (costs.specs.layers), so the module has one.
         return _windowed(lambda p: nn.Conv2d(cin, cout, (kh, kw), (sh, sw), p, bias=True), s, kh, kw, sh, sw)
 
     class Deconvolution(nn.Module):
@@ -140,7 +140,7 @@ def _defined() -> dict:
             return out
 
     def batch_norm(s: ShapedLayer) -> nn.Module:
-        # The spec counts no parameters for BatchNorm (costs.layers), so no learned scale and shift.
+        # The spec counts no parameters for BatchNorm (costs.specs.layers), so no learned scale and shift.
         c = s.out_shape[2] if len(s.out_shape) == 3 else s.out_shape[0]
         return (nn.BatchNorm2d if len(s.out_shape) == 3 else nn.BatchNorm1d)(c, affine=False)
 

@@ -5,7 +5,7 @@ step, and ``other``, the part of the measured step no layer mark covers (before 
 mark, between phases, after the last), against the predicted host overhead. Sorted by absolute
 error. Shares per layer type class (convolution, matmul, norm, activation, pooling, attention,
 optimizer, other) of the measured and the predicted step. The model counts an implied ReLU on
-the layer it follows (:mod:`costs.roofline`); when a BatchNorm comes between, the ReLU runs
+the layer it follows (:mod:`costs.modern.roofline`); when a BatchNorm comes between, the ReLU runs
 after it and is measured in the BatchNorm's row. No torch here.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from html import escape
 
-from costs.graph import Net
+from costs.specs.graph import Net
 
 CATEGORIES = ("convolution", "matmul", "norm", "activation", "pooling", "attention", "optimizer", "other")
 _CLASS = {

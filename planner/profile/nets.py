@@ -1,7 +1,7 @@
 """The net a profile measures: a zoo net, a spec file or a Hugging Face config.json, with a
 transformer's sequence length (and, for tests, its depth and vocabulary) overridden.
 
-Transformers are rebuilt from their ``model`` description (:mod:`costs.transformer_spec`), so
+Transformers are rebuilt from their ``model`` description (:mod:`costs.specs.transformer_spec`), so
 an override changes the modelled net and the measured net alike. No torch here.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from costs import hf_config
-from costs.graph import Net, build_net, load_spec
 from costs.rules import get_rules
-from costs.transformer_spec import build_layers
+from costs.specs import hf_config
+from costs.specs.graph import Net, build_net, load_spec
+from costs.specs.transformer_spec import build_layers
 from planner import catalog
 from planner.errors import BadInput
 

@@ -9,12 +9,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from costs import coefficients, modern
-from costs.graph import Net
 from costs.hardware import PRECISIONS
 from costs.model import evaluate
+from costs.modern import evaluator as modern
 from costs.plans import plans
 from costs.rules import get_rules
+from costs.specs import coefficients
+from costs.specs.graph import Net
 from planner import catalog
 from planner.errors import BadInput
 from planner.metrics.model import CostModel

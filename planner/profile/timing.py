@@ -15,7 +15,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from costs.graph import Net
+from costs.specs.graph import Net
 from planner.profile import lazy
 
 

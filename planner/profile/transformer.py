@@ -1,4 +1,4 @@
-"""PyTorch modules for the transformer layer types of :mod:`costs.transformer` (imports torch).
+"""PyTorch modules for the transformer layer types of :mod:`costs.specs.transformer` (imports torch).
 
 Tensors are ``(N, seq, width)``; tokens ``(N, seq)``. Attention takes the fused Q, K, V
 projection as the spec does; ``flash`` runs PyTorch's fused ``scaled_dot_product_attention``,
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from costs.nodes import ShapedLayer
+from costs.specs.nodes import ShapedLayer
 from planner.profile import lazy
 
 
@@ -100,7 +100,7 @@ def _defined() -> dict:
 
     class Expert(nn.Module):
         """One expert's feed-forward; the biases (when any) are the up (or gate) and down ones,
-        as :func:`costs.transformer_shapes._expert_params` counts them."""
+        as :func:`costs.specs.transformer_shapes._expert_params` counts them."""
 
         def __init__(self, d: int, f: int, swiglu: bool, bias: bool):
             super().__init__()

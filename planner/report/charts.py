@@ -37,7 +37,7 @@ SCHEME_COLORS = {"onetoall": "#e45756", "tree": "#4c78a8", "butterfly": "#54a24b
 
 
 def scheme_color(name: str) -> str:
-    """A scheme's colour; a scheme registered later in costs.comm gets one of the palette."""
+    """A scheme's colour; a scheme registered later in costs.comm.schemes gets one of the palette."""
     return SCHEME_COLORS.get(name) or PALETTE[sum(map(ord, name)) % len(PALETTE)]
 
 

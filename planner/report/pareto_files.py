@@ -134,6 +134,10 @@ def plan_file(p: dict, req: OptimizeRequest) -> dict:
         "ppp_comm": req.ppp_comm,
         "rules": req.rules,
         "conv_algorithm": req.conv_algorithm,
+        "optimizer": req.optimizer,
+        "data_loader": req.data_loader,
+        "calibration": req.calibration,
+        **({"seq_len": p["seq_len"]} if "seq_len" in p else {}),
         # columns of the axes a user can set (e.g. accumulation), under their record keys
         **{f.key: p[f.key] for a in OPTIONS for f in a.fields},
         "expected": {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from costs import layers
+from costs.specs import layers
 from planner import catalog
 
 TOTAL_KEYS = ("params", "forward_flops", "backward_flops", "activation_bytes")

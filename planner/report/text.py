@@ -28,7 +28,10 @@ def _transformer_lines(b: dict) -> list[str]:
     """Tokens, MFU, the pipeline and the recomputation of a transformer plan."""
     if "tokens_per_s" not in b:
         return []
-    line = f"  {b['tokens_per_s']:,.0f} tokens/s ({b['seq_len']:,} per sequence)"
+    per_gpu = b.get("tokens_per_s_per_gpu", b["tokens_per_s"] / b["gpus"])
+    line = (
+        f"  {per_gpu:,.0f} tokens/s per GPU ({b['tokens_per_s']:,.0f} in all, {b['seq_len']:,} per sequence)"
+    )
     if "mfu" in b:
         peak = f"the {b['precision']} peak" if b.get("precision") in ("fp8", "fp32", "tf32") else "peak"
         line += f"   MFU {b['mfu']:.1%} of {peak} (hardware FLOPs {b['hfu']:.1%}, with recomputation)"
@@ -36,6 +39,37 @@ def _transformer_lines(b: dict) -> list[str]:
     if b.get("pp", 1) > 1:
         line += f", pipeline bubble {b['bubble_ms']:,.1f} ms"
     return [line]
+
+
+def tokens(n: float) -> str:
+    """1.5e13 -> '15T', 4194304 -> '4.19M': a token count in the units people write."""
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g}{unit}"
+    return f"{n:.0f}"
+
+
+def _batch_words(b: dict) -> str:
+    """The plan's batch: per GPU and global, in sequences and tokens for a transformer."""
+    if "global_batch_tokens" not in b:
+        return f"{b['batch_per_worker']} samples per GPU (global batch {b['global_batch']:,})"
+    source = f" ({b['global_batch_source']})" if b.get("global_batch_source") else ""
+    return (
+        f"global batch {b['global_batch']:,} sequences = {tokens(b['global_batch_tokens'])} tokens per step"
+        f"{source}"
+    )
+
+
+def _time_words(b: dict) -> str:
+    """Time to train, stating the tokens it covers (or the unit it is per) for a transformer."""
+    span = f"{duration(b['time_to_train_s'])}{_range(b, 'time_to_train_s')}"
+    if "training_tokens" not in b:
+        return f"time to train {span}"
+    if b.get("per_token_unit"):
+        return (
+            f"time per {tokens(b['training_tokens'])} tokens {span} (no training length known: set --tokens)"
+        )
+    return f"time to train {span} for {tokens(b['training_tokens'])} tokens ({b['tokens_basis']})"
 
 
 def _best_lines(result) -> list[str]:
@@ -47,9 +81,9 @@ def _best_lines(result) -> list[str]:
         f"Best plan for {result.net} (minimising {', '.join(result.objectives)}):",
         f"  {b['gpus']} x {b['gpu']}  ({inside}; {b['intra_node_link']} inside a node, "
         f"{b['network']} between nodes)",
-        f"  {split}, {b['batch_per_worker']} samples per GPU (global batch {b['global_batch']:,}), "
+        f"  {split}, {_batch_words(b)}, "
         f"{b['scheme']} AllReduce, {b['precision']}" + "".join(f", {k} {b[k]}" for k in _set_axes(result)),
-        f"  time to train {duration(b['time_to_train_s'])}{_range(b, 'time_to_train_s')}   cost {cost}   "
+        f"  {_time_words(b)}   {_gpu_hours(b)}cost {cost}   "
         f"iteration {b['iteration_ms']:,.2f} ms{_range(b, 'iteration_ms')}   {b['throughput_samples_s']:,.0f} samples/s   "
         f"memory {b['memory_gb']:.1f} of {b['device_memory_gb']:.0f} GB",
         *_transformer_lines(b),
@@ -70,6 +104,11 @@ def _best_lines(result) -> list[str]:
         *[f"  - {w}" for w in b.get("degrees") or []],
         *_sensitivity_lines(b),
     ]
+
+
+def _gpu_hours(b: dict) -> str:
+    """GPU-hours of a transformer plan (what model cards and budgets count), else nothing."""
+    return f"{b['gpu_hours']:,.0f} GPU-hours   " if "training_tokens" in b and "gpu_hours" in b else ""
 
 
 def _price_line(b: dict) -> list[str]:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from costs import comm
+from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
-from costs.llm_memory import RECOMPUTE
+from costs.llm.memory import RECOMPUTE
 from planner.errors import BadInput
 from planner.request import defaults
 
@@ -42,7 +42,7 @@ class EstimateRequest:
     calibration: str | None = None  # modern rules: profile file; None: the shipped default
     optimizer: str = defaults.OPTIMIZER
     data_loader: str = defaults.DATA_LOADER  # auto | cpu | dali | none (modern rules)
-    # transformers under the modern rules (costs.llm): model parallelism and batch
+    # transformers under the modern rules (costs.llm.evaluator): model parallelism and batch
     tp: int = 1
     pp: int = 1
     zero: int = 0
@@ -171,4 +171,23 @@ def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
         split=data["split"],
         accumulation=int(data.get("accumulation", 1)),  # absent from plans of one microbatch
         calibration=data.get("calibration"),
+        **_model_keys(data),
+        **_llm_keys(data),
     )
+
+
+def _model_keys(data: dict) -> dict:
+    """The cost model's options a plan file records (older plan files lack them: defaults)."""
+    return {k: str(data[k]) for k in ("optimizer", "data_loader") if data.get(k) is not None}
+
+
+def _llm_keys(data: dict) -> dict:
+    """A transformer plan's parallel degrees, ZeRO stage, recomputation and sequence length, as
+    plan files record them (``sp`` and ``tp_overlap`` as on/off)."""
+    out: dict = {k: int(data[k]) for k in ("tp", "pp", "zero", "ep", "interleave") if k in data}
+    out.update({k: data[k] == "on" for k in ("sp", "tp_overlap") if k in data})
+    if "recompute" in data:
+        out["recompute"] = str(data["recompute"])
+    if data.get("seq_len") is not None:
+        out["seq_len"] = int(data["seq_len"])
+    return out

@@ -7,26 +7,34 @@ spec); :func:`validate` checks every one, looks the names up in the catalogs and
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from costs.hardware import PRECISIONS
-from costs.llm import description
+from costs.llm.evaluator import description
 from planner import catalog, pricing
 from planner.energy import Energy, with_options
 from planner.errors import BadInput
 from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel, loader_for
-from planner.metrics.scorer import OBJECTIVES
+from planner.metrics.objectives import OBJECTIVES
 from planner.request import defaults
 from planner.request.parse import parse_budgets, parse_duration
+from planner.request.tokens import (
+    TOKENS_UNIT,
+    Tokens,
+    default_batch_tokens,
+    parse_tokens,
+    power_of_two_sequences,
+    sequences,
+)
 
 # A spec without a "training" section trains like the ImageNet nets of the zoo: 90 epochs
 # (Goyal et al. 2017) of the 1,281,167 ILSVRC-2012 training images (Russakovsky et al. 2015).
 DEFAULT_EPOCHS = 90
 IMAGENET_TRAIN = 1_281_167
-TOKENS_UNIT = 10**9  # a transformer without a training section: time and cost per 1e9 tokens
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,8 @@ class OptimizeRequest:
     dataset_size: int | None = None
     global_batch: int | None = None  # None: the net's (transformers), else free
     seq_len: int | None = None  # transformers: None is the model's
+    tokens: str | None = None  # transformers: training tokens ("15T", "2e12"); None: the net's
+    global_batch_tokens: str | None = None  # transformers: tokens per optimizer step ("4M")
     max_global_batch: int = 8192
     min_global_batch: int = 1
     optimizer: str = defaults.OPTIMIZER
@@ -86,12 +96,13 @@ class Problem:
     devices: tuple  # catalog.DeviceInfo per key of ``gpus``
     network: object  # catalog.NetworkInfo: the link between nodes
     prices: np.ndarray  # USD per GPU-hour per key of ``gpus``, NaN when unknown
-    costs: object  # costs.coefficients.NetCosts
+    costs: object  # costs.specs.coefficients.NetCosts
     epochs: float
     dataset_size: int
     model: CostModel | None = None  # rule set, calibration profile, optimizer
     price_sources: tuple[str, ...] = ()  # per key of ``gpus``: where its price comes from
-    llm: dict | None = None  # transformer description (costs.llm_shard.dims) under the modern rules
+    llm: dict | None = None  # transformer description (costs.llm.shard.dims) under the modern rules
+    tokens: Tokens | None = None  # transformers: training tokens and global batch, with their sources
 
     @property
     def global_batch(self) -> int | None:
@@ -226,23 +237,79 @@ def _check_numbers(req: OptimizeRequest) -> None:
         raise BadInput(f"--exhaustive '{req.exhaustive}' (valid: auto, always, never)")
 
 
-def _training(req: OptimizeRequest, costs) -> tuple[float, int]:
-    """Epochs and samples per epoch: the request's, else the net's, else ImageNet's (a
-    transformer without a published dataset: one pass over 1e9 tokens, a unit to compare plans)."""
+def _training(req: OptimizeRequest, costs, spec_seq: int) -> tuple[float, int, Tokens | None]:
+    """Epochs, samples per epoch and (transformers) the training tokens: the request's, else the
+    net's, else ImageNet's for a CNN; a transformer that states no length is costed per
+    :data:`TOKENS_UNIT` tokens and says so."""
     training = costs.net.meta.get("training", {})
     model = costs.net.meta.get("model")
-    unit = isinstance(model, dict) and "dataset_size" not in training
-    epochs = req.epochs if req.epochs is not None else training.get("epochs", 1 if unit else DEFAULT_EPOCHS)
-    dataset = req.dataset_size
-    if dataset is None:
-        dataset = (
-            -(-TOKENS_UNIT // model["seq_len"]) if unit else training.get("dataset_size", IMAGENET_TRAIN)
-        )
+    if isinstance(model, dict):
+        return _llm_training(req, training, model, spec_seq or int(model["seq_len"]))
+    for option, value in (("--tokens", req.tokens), ("--global-batch-tokens", req.global_batch_tokens)):
+        if value is not None:
+            raise BadInput(f"{option} is for transformers; {req.net} trains for --epochs over --dataset-size")
+    epochs = req.epochs if req.epochs is not None else training.get("epochs", DEFAULT_EPOCHS)
+    dataset = (
+        req.dataset_size if req.dataset_size is not None else training.get("dataset_size", IMAGENET_TRAIN)
+    )
+    _check_length(epochs, dataset)
+    return float(epochs), int(dataset), None
+
+
+def _check_length(epochs: float, dataset: int) -> None:
     if not (0 < epochs < float("inf")) or dataset < 1:  # rejects nan and inf too
         raise BadInput(
             f"--epochs must be a positive finite number (got {epochs}) and --dataset-size positive"
         )
-    return float(epochs), int(dataset)
+
+
+def _llm_training(
+    req: OptimizeRequest, training: dict, model: dict, spec_seq: int
+) -> tuple[float, int, Tokens]:
+    """A transformer's length in tokens: --tokens, --dataset-size sequences, the net's published
+    tokens or training set, else per TOKENS_UNIT tokens."""
+    seq = int(model["seq_len"])
+    if req.tokens is not None and req.dataset_size is not None:
+        raise BadInput("--tokens and --dataset-size both set the training length: give one")
+    unit = False
+    if req.tokens is not None:
+        total, basis = parse_tokens(req.tokens, "--tokens"), "--tokens"
+    elif req.dataset_size is not None:
+        total, basis = float(req.dataset_size) * seq, f"--dataset-size {req.dataset_size:,} sequences"
+    elif "tokens" in training:
+        total, basis = float(training["tokens"]), "the net's published training length"
+    elif "dataset_size" in training:  # sequences of the spec's own length
+        total = float(training["dataset_size"]) * spec_seq
+        basis = "the net's published training length"
+    else:
+        total, basis, unit = TOKENS_UNIT, "no training length is known: per 1e12 tokens; set --tokens", True
+    epochs = req.epochs if req.epochs is not None else training.get("epochs", 1)
+    dataset = max(1, math.ceil(total / seq))
+    _check_length(epochs, dataset)
+    return float(epochs), dataset, Tokens(total=total, basis=basis, unit=unit, batch_source="")
+
+
+def _llm_global_batch(req: OptimizeRequest, costs, seq: int, spec_seq: int) -> tuple[int, str]:
+    """Sequences per optimizer step of a transformer, and where that number comes from:
+    --global-batch, --global-batch-tokens, the net's published batch, else GPT-3's batch for a
+    model of its size (Brown et al. 2020, Table 2.1) in a power-of-two count of sequences."""
+    training = costs.net.meta.get("training", {})
+    if req.global_batch_tokens is not None:
+        batch = sequences(parse_tokens(req.global_batch_tokens, "--global-batch-tokens"), seq)
+        if req.global_batch not in (None, batch):  # a saved request carries both when they agree
+            raise BadInput("--global-batch and --global-batch-tokens both set the global batch: give one")
+        return batch, "--global-batch-tokens"
+    if req.global_batch is not None:
+        return req.global_batch, "--global-batch"
+    if "global_batch_tokens" in training:
+        return sequences(float(training["global_batch_tokens"]), seq), "the net's published batch"
+    if "global_batch" in training:  # sequences of the spec's own length: keep its tokens per step
+        return sequences(float(training["global_batch"]) * spec_seq, seq), "the net's published batch"
+    tokens = default_batch_tokens(float(costs.total_params))
+    return power_of_two_sequences(tokens, seq), (
+        f"GPT-3's batch for a model of its size, {tokens / 1e6:g}M tokens, in a power-of-two count of "
+        "sequences: Brown et al. 2020, Table 2.1; set --global-batch-tokens"
+    )
 
 
 def price_table(req: OptimizeRequest) -> tuple[dict, str]:
@@ -302,8 +369,10 @@ def validate(req: OptimizeRequest) -> Problem:
     llm = description(costs)
     if req.precision == "fp8" and llm is None:
         raise BadInput(defaults.FP8_CNN)
-    req = _resolved(req, costs, llm is not None)
-    epochs, dataset = _training(req, costs)
+    req, batch_source = _resolved(req, costs, llm is not None)
+    epochs, dataset, tokens = _training(req, costs, _spec_seq(req, costs) if llm is not None else 0)
+    if tokens is not None:
+        tokens = replace(tokens, batch_source=batch_source)
     infos = tuple(catalog.device(k) for k in gpus)
     usd, sources = _price_columns(gpus, table, prices, owned)
     caps = np.array([owned[k][0] if k in owned else np.inf for k in gpus], dtype=float)
@@ -327,13 +396,24 @@ def validate(req: OptimizeRequest) -> Problem:
         llm=llm,
         energy=energy,
         gpu_caps=caps,
+        tokens=tokens,
     )
 
 
-def _resolved(req: OptimizeRequest, costs, llm: bool) -> OptimizeRequest:
+def _resolved(req: OptimizeRequest, costs, llm: bool) -> tuple[OptimizeRequest, str]:
     """The request with what depends on the net filled in: ``auto`` optimizer, and a
-    transformer's published global batch where it has one (zoo ``training.global_batch``)."""
-    batch = req.global_batch
-    if batch is None and llm:
-        batch = costs.net.meta.get("training", {}).get("global_batch")
-    return replace(req, optimizer=defaults.optimizer(req.optimizer, llm), global_batch=batch)
+    transformer's global batch (see :func:`_llm_global_batch`), with where it comes from."""
+    batch, source = req.global_batch, ""
+    if llm:
+        batch, source = _llm_global_batch(
+            req, costs, int(costs.net.meta["model"]["seq_len"]), _spec_seq(req, costs)
+        )
+    return replace(req, optimizer=defaults.optimizer(req.optimizer, llm), global_batch=batch), source
+
+
+def _spec_seq(req: OptimizeRequest, costs) -> int:
+    """The sequence length the net's spec states (its published batch and training set count
+    sequences of this length), whatever --seq-len the request sets."""
+    if req.seq_len is None:
+        return int(costs.net.meta["model"]["seq_len"])
+    return int(catalog.load_net(req.net, req.rules).meta["model"]["seq_len"])

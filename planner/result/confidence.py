@@ -4,7 +4,7 @@ best under the model's error.
 The calibration's held-out residuals give the spread of a prediction (the profile's 80%
 interval, as a log-normal standard deviation). Each Monte Carlo draw scales every GPU type and
 precision's compute time by its own factor and all communication by one factor, then re-ranks
-every feasible plan of the space (:func:`costs.uncertainty.win_probability`, vectorised). A
+every feasible plan of the space (:func:`costs.fit.uncertainty.win_probability`, vectorised). A
 data-loader bound is held fixed: the efficiencies do not move it.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from costs.fit.uncertainty import sd_from_interval, win_probability
 from costs.hardware import PRECISIONS
-from costs.uncertainty import sd_from_interval, win_probability
 from planner import catalog
 from planner.metrics.scorer import Scorer
 from planner.search.scored import TIE, Scored, ranked

@@ -81,10 +81,10 @@ def baseline(scorer: Scorer, cols, i) -> dict:
 def _states(scorer: Scorer) -> str:
     """Transformers: the model states against the memory of the most GPUs allowed (the bytes
     per parameter are the same in mixed precision and fp32: 2 + 2 + 4 master or 4 + 4, plus the
-    optimizer's states; costs.llm_memory)."""
+    optimizer's states; costs.llm.memory)."""
     if scorer.space.llm is None:
         return ""
-    from costs.llm_memory import state_bytes
+    from costs.llm.memory import state_bytes
 
     per = float(state_bytes(1.0, 2.0, scorer.optimizer, np.array(0), 1))
     params = scorer.costs.total_params

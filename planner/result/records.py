@@ -7,6 +7,7 @@ breakdown columns from the metrics. Every table and CSV that lists plans uses th
 from __future__ import annotations
 
 import math
+import shlex
 
 import numpy as np
 
@@ -76,6 +77,7 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         co2_kg=_number(m["co2_kg"][0]),
         memory_gb=float(m["memory_bytes"][0] / 1e9),
         device_memory_gb=float(m["device_memory_bytes"][0] / 1e9),
+        gpu_hours=float(m["gpus"][0] * m["time_to_train_s"][0] / 3600),
     )
     rec.update(_transformer_fields(scorer, m))
     vals = scorer.objective_values(m, objectives)[:, 0]
@@ -96,12 +98,29 @@ def _transformer_fields(scorer: Scorer, m: dict) -> dict:
     """Tokens/s, MFU, HFU, memory per GPU and the pipeline's times of a transformer plan."""
     if "tokens_per_s" not in m:
         return {}
+    seq = int(scorer.costs.net.meta["model"]["seq_len"])
     return dict(
-        seq_len=int(scorer.costs.net.meta["model"]["seq_len"]),
+        seq_len=seq,
         tokens_per_s=float(m["tokens_per_s"][0]),
+        tokens_per_s_per_gpu=float(m["tokens_per_s"][0] / m["gpus"][0]),
+        global_batch_tokens=int(m["global_batch"][0]) * seq,
+        **_token_basis(scorer),
         memory_gb_per_gpu=float(m["memory_bytes"][0] / 1e9),
         **{k: float(m[k][0]) for k in ("mfu", "hfu") if k in m},
         **{f"{k}_ms": float(m[f"{k}_s"][0] * 1e3) for k in ("bubble", "tp_comm", "pp_comm") if f"{k}_s" in m},
+    )
+
+
+def _token_basis(scorer: Scorer) -> dict:
+    """How many tokens the plan trains for and where that and its global batch come from."""
+    t = scorer.tokens
+    if t is None:
+        return {}
+    return dict(
+        training_tokens=float(t.total * scorer.epochs),
+        tokens_basis=t.basis,
+        per_token_unit=t.unit,
+        global_batch_source=t.batch_source,
     )
 
 
@@ -117,8 +136,8 @@ def estimate_command(scorer: Scorer, rec: dict) -> str:
     tail = [a.estimate_args(rec) for a in AXES if a.estimate_tail]
     cm = scorer.model
     if cm is not None and cm.modern:  # the modern rules: profile and optimizer, no PPP
-        model = [f"--rules {cm.rules}", f"--optimizer {cm.optimizer}"]
-        model += [f"--calibration {cm.calibration}"] if cm.calibration else []
+        model = [f"--rules {cm.rules}", f"--optimizer {cm.optimizer}", f"--data-loader {cm.loader}"]
+        model += [f"--calibration {shlex.quote(cm.calibration)}"] if cm.calibration else []
     else:
         model = [
             f"--ppp-comp {scorer.ppp_comp}",
@@ -128,7 +147,8 @@ def estimate_command(scorer: Scorer, rec: dict) -> str:
     model.append(f"--conv-algorithm {scorer.costs.algorithm}")
     if "seq_len" in rec:
         model.append(f"--seq-len {rec['seq_len']}")
-    parts = ["planner estimate", scorer.costs.net.source.removesuffix(".json")]
+    net = scorer.net_arg or scorer.costs.net.source.removesuffix(".json")
+    parts = ["planner estimate", shlex.quote(net)]
     parts += [x for args in head for x in args] + model + [x for args in tail for x in args]
     if scorer.pipeline:
         parts.append("--pipeline")

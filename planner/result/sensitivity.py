@@ -1,9 +1,9 @@
 """What the answer hangs on: the best plan's iteration time with each efficiency, bandwidth and
-overhead moved by +-20% on its own (:func:`costs.sensitivity.tornado`), modern rules only."""
+overhead moved by +-20% on its own (:func:`costs.fit.sensitivity.tornado`), modern rules only."""
 
 from __future__ import annotations
 
-from costs.sensitivity import tornado
+from costs.fit.sensitivity import tornado
 from planner.metrics.scorer import Scorer
 
 DELTA = 0.2

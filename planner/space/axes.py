@@ -25,16 +25,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from costs import comm
+from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
 from planner.errors import BadInput, UnsupportedError
 from planner.request.parse import parse_int_list
 from planner.space import llm_axes
-from planner.space.declare import PER_NODE, Axis, Chosen, Field
+from planner.space.declare import PER_NODE, Axis, Chosen, Field, SpaceView
 
 if TYPE_CHECKING:
     from planner.request.optimize import Problem
-    from planner.space.space import Space
 
 DEFAULT_GPU_BUDGET = 64  # GPU axis cap when only money or a deadline bounds the search
 BATCHES = tuple(2**i for i in range(12))  # 1 .. 2048 samples per GPU
@@ -74,7 +73,15 @@ def _lookup(names: tuple[str, ...], axis: str) -> Callable[[Chosen], np.ndarray]
     return lambda ch: np.array([names.index(x) for x in ch.space.choices(axis)])[ch.index(axis)]
 
 
-def _microbatched(space: Space) -> bool:
+def _scheme_choices(problem: Problem) -> tuple[str, ...]:
+    """AllReduce schemes to search. A transformer under the modern rules trains on NCCL, whose
+    all-reduce is a ring inside and across nodes (hierarchical across nodes here); NCCL's other
+    algorithm, the pipelined double binary tree, moves as many bytes as the ring, so the ring
+    stands for both. PALEO's unpipelined one-to-all, tree and butterfly stay for other nets."""
+    return ("ring",) if problem.llm is not None else comm.SCHEME_NAMES
+
+
+def _microbatched(space: SpaceView) -> bool:
     """Transformer plans under a fixed global batch choose the microbatch; the number of
     microbatches follows (Megatron-LM's --micro-batch-size and --global-batch-size)."""
     return space.llm is not None and space.global_batch is not None
@@ -232,7 +239,7 @@ AXES: tuple[Axis, ...] = (
     ),
     Axis(
         "scheme",
-        choices=lambda pb: comm.SCHEME_NAMES,
+        choices=_scheme_choices,
         plan=lambda ch: {"scheme": _lookup(comm.SCHEME_NAMES, "scheme")(ch)},
         fields=(Field("scheme", lambda ch, m: ch.value("scheme"), "scheme"),),
         estimate_args=lambda r: [f"--scheme {r['scheme']}"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -14,13 +14,22 @@ PER_NODE = (1, 2, 4, 8)  # GPUs per node the search tries
 
 if TYPE_CHECKING:
     from planner.request.optimize import Problem
-    from planner.space.space import Space
+
+
+class SpaceView(Protocol):
+    """What declarations read of a space (:class:`planner.space.space.Space` is one); a
+    protocol, so that declarations and the space that collects them import one way only."""
+
+    llm: dict | None
+    global_batch: int | None
+
+    def choices(self, axis: str) -> list: ...
 
 
 class Chosen:
     """Index columns of some plans, with the chosen value of every axis on demand."""
 
-    def __init__(self, space: Space, cols: dict[str, np.ndarray]):
+    def __init__(self, space: SpaceView, cols: dict[str, np.ndarray]):
         self.space = space
         self.cols = cols
 

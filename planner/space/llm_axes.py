@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from costs.llm_memory import RECOMPUTE
+from costs.llm.memory import RECOMPUTE
 from planner.errors import BadInput
 from planner.request.parse import parse_int_list
 from planner.space.declare import PER_NODE, Axis, Chosen, Field
@@ -191,7 +191,7 @@ def interleave_valid(ch: Chosen) -> np.ndarray:
 
 
 def recompute_index(ch: Chosen) -> np.ndarray:
-    """The evaluator's recomputation code (costs.llm_memory.RECOMPUTE) of each plan."""
+    """The evaluator's recomputation code (costs.llm.memory.RECOMPUTE) of each plan."""
     return np.array([RECOMPUTE.index(x) for x in ch.space.choices("recompute")])[ch.index("recompute")]
 
 
@@ -231,7 +231,7 @@ AXES: tuple[Axis, ...] = (
         plan=lambda ch: {"sp": ch.value("sp") == "on"},
         valid=sp_valid,
         fields=(Field("sp", _value("sp")),),
-        estimate_args=_arg("sp", "sp", "off"),
+        estimate_args=lambda r: ["--sp"] if r.get("sp") == "on" else [],
         option="Sequence parallelism with tensor parallelism: on, off or on,off (default: both).",
     ),
     Axis(

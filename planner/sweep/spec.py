@@ -50,6 +50,9 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "epochs": (int, float),
     "dataset_size": (int,),
     "global_batch": (int,),
+    "seq_len": (int,),  # transformers: tokens per sequence
+    "tokens": (str, int, float),  # transformers: "15T", 2e12
+    "global_batch_tokens": (str, int, float),  # transformers: "4M"
     "max_global_batch": (int,),
     "min_global_batch": (int,),
     "optimizer": (str,),

@@ -1,7 +1,7 @@
 """Layer types: output shapes, parameter counts and per-phase work, in one registry.
 
 Each registered type is a :class:`LayerKind`. Its ``work`` gives, for one batch size ``n``,
-the :class:`~costs.conv.Work` of the three phases PALEO costs: ``fwd``, ``bwd_data`` and
+the :class:`~costs.specs.conv.Work` of the three phases PALEO costs: ``fwd``, ``bwd_data`` and
 ``bwd_filter`` (paleo-model.md §A.4). Zero-cost types (concatenation, softmax, ...) have no
 work: PALEO charges them only cross-device fetches (§A.4.6).
 """
@@ -12,10 +12,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from costs import conv, transformer
-from costs.conv import F32, Work
 from costs.errors import SpecError
-from costs.nodes import Layer, Shape, ShapedLayer, one_input, prod
+from costs.specs import conv, transformer
+from costs.specs.conv import F32, Work
+from costs.specs.nodes import Layer, Shape, ShapedLayer, one_input, prod
 
 PHASES = ("fwd", "bwd_data", "bwd_filter")
 ALGORITHMS = ("gemm", "fft", "best")
@@ -298,7 +298,7 @@ KINDS: dict[str, LayerKind] = {
     "Generic": LayerKind(_same_shape),
     "Reshape": LayerKind(_reshape_shape),
     "UpSampling2D": LayerKind(_upsample_shape),
-    # Transformers (costs/transformer.py): the planner and modern rule sets only.
+    # Transformers (costs/specs/transformer.py): the planner and modern rule sets only.
     **{name: LayerKind(k.shape, k.params, transformer.work) for name, k in transformer.KINDS.items()},
 }
 

@@ -1,4 +1,4 @@
-"""Hugging Face ``config.json`` files as model descriptions (:mod:`costs.transformer_spec`).
+"""Hugging Face ``config.json`` files as model descriptions (:mod:`costs.specs.transformer_spec`).
 
 Families read: GPT-2 (``model_type`` ``gpt2``), BERT (``bert``), Llama and Mistral (``llama``,
 ``mistral``) and Mixtral (``mixtral``), by the field names of the ``transformers`` library's
@@ -114,7 +114,7 @@ def to_model(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def to_spec(cfg: dict[str, Any], name: str) -> dict[str, Any]:
     """A layer spec (name, model description, layers) built from a Hugging Face config."""
-    from costs.transformer_spec import build_layers
+    from costs.specs.transformer_spec import build_layers
 
     try:
         model = to_model(cfg)

@@ -3,19 +3,19 @@
 Per plan (one optimizer step of ``accumulation`` microbatches):
 
   GPU time      sum over layers and phases of max(FLOPs / achievable compute rate,
-                bytes / achievable bandwidth, kernels x shortest kernel) (:mod:`costs.roofline`)
-                + the optimizer step (:mod:`costs.overlap`)
+                bytes / achievable bandwidth, kernels x shortest kernel) (:mod:`costs.modern.roofline`)
+                + the optimizer step (:mod:`costs.comm.overlap`)
   host time     kernels x host dispatch time per kernel (PyTorch eager launches each kernel
                 from Python; the GPU runs ahead only while the host keeps up)
   compute       max(GPU time, host time) + framework time per microbatch; the part above the
                 GPU time is reported as ``overhead``
   sync          the gradient AllReduce in fp32 (alpha-beta, hierarchical;
-                :mod:`costs.collectives`), overlapped in buckets with the last microbatch's
+                :mod:`costs.comm.collectives`), overlapped in buckets with the last microbatch's
                 backward; ``sync`` is the exposed part, ``sync_total`` the whole
   input         a node's samples per step over its data loader's rate; the step never beats it
 
 PALEO's PPP_comp, PPP_comm and pipelining columns are ignored here: the efficiencies
-(:class:`~costs.efficiency.Efficiency`) replace them. Everything is vectorised: each distinct
+(:class:`~costs.modern.efficiency.Efficiency`) replace them. Everything is vectorised: each distinct
 (device, precision, batch) is costed once, then plans gather their row.
 """
 
@@ -25,9 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from costs import collectives, overlap, roofline
-from costs.efficiency import Efficiency
+from costs.comm import collectives, overlap
 from costs.hardware import BF16, ELEMENT_SIZE, FP8, PRECISIONS, TENSOR_FP16_RATIO, DeviceTable, LinkTable
+from costs.modern import roofline
+from costs.modern.efficiency import Efficiency
 from costs.plans import Breakdown, Plans, _unique
 
 GRAD_BYTES = 4.0  # DDP AllReduces .grad, which AMP keeps in fp32 (parameters stay fp32)

@@ -1,7 +1,7 @@
 """The nodes of a network graph: layers before and after shape inference (value objects).
 
-Kept apart from :mod:`costs.graph` (which parses and shapes specs with the layer rules of
-:mod:`costs.layers`) so that the layer rules can name these types without an import cycle.
+Kept apart from :mod:`costs.specs.graph` (which parses and shapes specs with the layer rules of
+:mod:`costs.specs.layers`) so that the layer rules can name these types without an import cycle.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Sensitivity of one plan's iteration time to each efficiency and bandwidth (a tornado).
 
-Each parameter of :class:`~costs.efficiency.Efficiency` that the plan touches is moved by
+Each parameter of :class:`~costs.modern.efficiency.Efficiency` that the plan touches is moved by
 +-``delta`` (relative) on its own, all others held, and the plan re-scored. A rate (compute
 fraction, memory or link fraction: each also stands for the bandwidth or peak it multiplies)
 moved up makes the plan faster; an overhead moved up makes it slower. Fractions may exceed 1
@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from costs.efficiency import Efficiency
+from costs.modern.efficiency import Efficiency
 
 # (label, field, kind): kind "device" (D,), "gemm" (D, P), "intra"/"inter" (links), "scalar"
 PARAMETERS = (

@@ -12,7 +12,7 @@ elementwise FLOPs are not counted), ``max_positions``, ``type_vocab`` (BERT's se
 vocabulary projection), ``moe`` (``{"n_experts": E, "top_k": k}``: every feed-forward is a
 mixture of experts), ``batch`` (default sequences per step).
 
-Run as ``python -m costs.transformer_spec FILE...`` to rewrite each file's ``layers`` from its
+Run as ``python -m costs.specs.transformer_spec FILE...`` to rewrite each file's ``layers`` from its
 ``model`` (the zoo's transformer files are generated this way).
 """
 
@@ -201,10 +201,10 @@ def _rewrite(path: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m costs.transformer_spec FILE...``: regenerate each file's layers from its
+    """``python -m costs.specs.transformer_spec FILE...``: regenerate each file's layers from its
     ``model`` description; one line and exit 2 on a bad file."""
     if not argv or any(a in ("-h", "--help") for a in argv):
-        print("usage: python -m costs.transformer_spec SPEC.json [...]  (rewrites each file's layers)")
+        print("usage: python -m costs.specs.transformer_spec SPEC.json [...]  (rewrites each file's layers)")
         return 0 if argv else 2
     for arg in argv:
         try:

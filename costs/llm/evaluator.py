@@ -4,8 +4,8 @@ parallelism, ZeRO and activation recomputation, under the ``modern`` rule set.
 Per plan: ``t`` = tp, ``p`` = pp, ``v`` = interleave, ``m`` microbatches per step
 (accumulation), ``b`` the microbatch, ``d = workers / (t p)`` data-parallel replicas.
 
-  layer       the roofline of every layer of one GPU's shard (:mod:`costs.llm_shard`,
-              :func:`costs.modern.layer_times`): forward, backward, and the recomputation
+  layer       the roofline of every layer of one GPU's shard (:mod:`costs.llm.shard`,
+              :func:`costs.modern.evaluator.layer_times`): forward, backward, and the recomputation
               (full: the layer's forward again; selective: the core attention's forward);
               norms, adds and dropout run whole on each GPU, split by ``t`` with sequence
               parallelism (Korthikanti et al. 2022, arXiv:2205.05198, §4.2.2)
@@ -28,15 +28,15 @@ Per plan: ``t`` = tp, ``p`` = pp, ``v`` = interleave, ``m`` microbatches per ste
               all-gather, once per step; ZeRO 2: the reduce-scatter every microbatch; ZeRO 3:
               also two parameter all-gathers per microbatch, forward and backward: 1.5x the
               all-reduce volume, Rajbhandari et al. 2020, arXiv:1910.02054, §7), in buckets
-              (:func:`costs.overlap.exposed`): the reductions behind a backward pass, the
+              (:func:`costs.comm.overlap.exposed`): the reductions behind a backward pass, the
               gathers ahead of a forward (ZeRO 1, 2: the next step's first, as Megatron-Core's
               --overlap-param-gather runs them) or of both passes (ZeRO 3); DP ranks fill a
               node after TP (Megatron's rank order), so a node holds ``per_node / t`` of them
   optimizer   the step over the GPU's parameters, 1/d of them under ZeRO >= 1
-  host        as :mod:`costs.modern`: max(GPU time, kernels x dispatch time) + framework time
+  host        as :mod:`costs.modern.evaluator`: max(GPU time, kernels x dispatch time) + framework time
               per microbatch
 
-Memory per GPU is :mod:`costs.llm_memory` on the stage that needs the most: the first keeps
+Memory per GPU is :mod:`costs.llm.memory` on the stage that needs the most: the first keeps
 ``min(p, m)`` microbatches in flight (``1 + (p - 1) / (p v)`` times that when interleaved).
 Model FLOPs are the unsharded net's training FLOPs (6N plus attention; PaLM's MFU); hardware
 FLOPs add the recomputation.
@@ -48,18 +48,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from costs import collectives, llm_memory, overlap
-from costs.efficiency import Efficiency
+from costs.comm import collectives, overlap
 from costs.hardware import ELEMENT_SIZE, DeviceTable, LinkTable
-from costs.llm_memory import FULL, SELECTIVE
-from costs.llm_shard import BLOCK, EMBED, HEAD, Shard, dims, shard
-from costs.modern import GRAD_BYTES, ModernBreakdown, Options, layer_times
+from costs.llm import memory as llm_memory
+from costs.llm.memory import FULL, SELECTIVE
+from costs.llm.shard import BLOCK, EMBED, HEAD, Shard, dims, shard
+from costs.modern.efficiency import Efficiency
+from costs.modern.evaluator import GRAD_BYTES, ModernBreakdown, Options, layer_times
 from costs.plans import Plans
 
 
 @dataclass(frozen=True)
 class LLMBreakdown(ModernBreakdown):
-    """:class:`~costs.modern.ModernBreakdown` plus the pipeline and memory of LLM plans."""
+    """:class:`~costs.modern.evaluator.ModernBreakdown` plus the pipeline and memory of LLM plans."""
 
     bubble: np.ndarray  # pipeline fill and drain (s)
     tp_comm: np.ndarray  # tensor-parallel collectives per step (s), part of act_comm
@@ -225,7 +226,7 @@ def _params(c: _Ctx, x: dict, n) -> tuple:
 
 
 def _memory(c: _Ctx, plans: Plans, n, params, optimizer: str) -> np.ndarray:
-    """Bytes on the GPU that needs the most (see costs.llm_memory)."""
+    """Bytes on the GPU that needs the most (see costs.llm.memory)."""
     n1, nl, mid = n
     first_p, last_p, mid_p, blk = params
     rc = plans.recompute

@@ -9,8 +9,8 @@ GPU of the group computes them on the whole hidden state, unless sequence parall
 them along the sequence (Korthikanti et al. 2022, arXiv:2205.05198, §4.2.2).
 
 All ``n_layers`` blocks of a transformer are the same, so the shard is built as a spec with
-one block (:mod:`costs.transformer_spec`), shaped and costed by the same code as any net
-(:mod:`costs.graph`, :mod:`costs.coefficients`, :mod:`costs.roofline`); the evaluator
+one block (:mod:`costs.specs.transformer_spec`), shaped and costed by the same code as any net
+(:mod:`costs.specs.graph`, :mod:`costs.specs.coefficients`, :mod:`costs.modern.roofline`); the evaluator
 multiplies the block by the layers of a pipeline stage. Experts of a mixture of experts stay
 whole in the shard's costs (the tokens a GPU sends its experts equal, on average, the tokens
 it holds, whatever the expert-parallel degree); expert parallelism divides their parameters.
@@ -24,9 +24,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from costs import coefficients, layers, roofline
-from costs.graph import build_net
-from costs.transformer_spec import build_layers
+from costs.modern import roofline
+from costs.specs import coefficients, layers
+from costs.specs.graph import build_net
+from costs.specs.transformer_spec import build_layers
 
 EMBED, BLOCK, HEAD = 0, 1, 2  # the part of the net a shard layer belongs to
 _REPLICATED = ("LayerNorm", "RMSNorm", "Add", "Dropout")  # not split by tensor parallelism

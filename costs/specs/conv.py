@@ -1,6 +1,6 @@
 """Convolution geometry and PALEO's GEMM and FFT cost models (paleo-model.md §A.4).
 
-All functions work on plain integers for one batch size ``n``; :mod:`costs.coefficients`
+All functions work on plain integers for one batch size ``n``; :mod:`costs.specs.coefficients`
 evaluates them at two batch sizes to get costs as affine functions of the batch. A cost is a
 :class:`Work`: a list of FLOP counts and a list of byte counts, each converted to time
 separately (PALEO floors every term at one clock cycle on its own).

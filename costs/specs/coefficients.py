@@ -13,10 +13,10 @@ from functools import cached_property
 
 import numpy as np
 
-from costs import layers
 from costs.errors import SpecError, UnsupportedError
-from costs.graph import Net
-from costs.layers import PHASES
+from costs.specs import layers
+from costs.specs.graph import Net
+from costs.specs.layers import PHASES
 
 _WEIGHTED = ("Convolution", "Deconvolution", "InnerProduct")
 

@@ -19,7 +19,7 @@ what limits it on a real GPU (Williams, Waterman, Patterson, "Roofline", CACM 20
 - ``kernels`` / ``mixed_kernels``  CUDA kernels launched (the cast kernels only when mixed).
 
 Each convolution / InnerProduct phase also carries its GEMM's shape (``gm_n`` x batch +
-``gm_0`` rows, ``gn`` columns; :mod:`costs.tiling`), whether its tiles run in waves over the SMs
+``gm_0`` rows, ``gn`` columns; :mod:`costs.modern.tiling`), whether its tiles run in waves over the SMs
 (``waves``: not for backward-weights, which cuDNN and cuBLAS split along its long K = batch x
 pixels, the split-K of CUTLASS's ``GemmSplitKParallel``) and whether cuDNN's Winograd algorithm
 applies (``wino``: 3x3 stride-1 convolutions, not the one reading the image, which Gray & Koster
@@ -57,10 +57,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from costs import tiling, transformer
-from costs.graph import Net, ShapedLayer
-from costs.layers import PHASES
-from costs.nodes import prod
+from costs.modern import tiling
+from costs.specs import transformer
+from costs.specs.graph import Net, ShapedLayer
+from costs.specs.layers import PHASES
+from costs.specs.nodes import prod
 
 FWD, BWD_DATA, BWD_W = range(len(PHASES))
 _WEIGHTED = ("Convolution", "Deconvolution", "InnerProduct")
@@ -152,7 +153,7 @@ def _gemm(acc: _Acc, s: ShapedLayer, params: int, kids: dict) -> None:
 
 
 def _gemm_shape(acc: _Acc, s: ShapedLayer, w: int) -> None:
-    """The implicit-GEMM shape of each phase (see :mod:`costs.tiling`)."""
+    """The implicit-GEMM shape of each phase (see :mod:`costs.modern.tiling`)."""
     if s.type == "InnerProduct":
         x, y = sum(prod(i) for i in s.in_shapes), prod(s.out_shape)
         rows = ((1, 0, y), (1, 0, x), (0, y, x))  # (M per sample, fixed M, N) per phase
@@ -206,7 +207,7 @@ def _elementwise_like(acc: _Acc, s: ShapedLayer) -> None:
 
 
 def _transformer(acc: _Acc, s: ShapedLayer) -> None:
-    """A transformer layer's counts (:mod:`costs.transformer`) as roofline terms; weights are
+    """A transformer layer's counts (:mod:`costs.specs.transformer`) as roofline terms; weights are
     cast to 16 bits for the forward and their gradients back to fp32, as for InnerProduct."""
     for name, c in transformer.costs(s).items():
         p = PHASES.index(name)
@@ -250,7 +251,7 @@ _CACHE: dict[int, tuple[Net, ModernTerms]] = {}
 
 
 def terms(costs) -> ModernTerms:
-    """The modern terms of a :class:`~costs.coefficients.NetCosts` (built once per net)."""
+    """The modern terms of a :class:`~costs.specs.coefficients.NetCosts` (built once per net)."""
     hit = _CACHE.get(id(costs.net))
     if hit is not None and hit[0] is costs.net:
         return hit[1]

@@ -1,4 +1,4 @@
-"""Transformer layer types: per-sample shapes and parameter counts (see :mod:`costs.transformer`).
+"""Transformer layer types: per-sample shapes and parameter counts (see :mod:`costs.specs.transformer`).
 
 Shapes carry the sequence: tokens ``(seq,)``, hidden states ``(seq, d)``.
 """
@@ -6,7 +6,7 @@ Shapes carry the sequence: tokens ``(seq,)``, hidden states ``(seq, d)``.
 from __future__ import annotations
 
 from costs.errors import SpecError
-from costs.nodes import Layer, Shape, ShapedLayer, one_input
+from costs.specs.nodes import Layer, Shape, ShapedLayer, one_input
 
 
 def _seq(layer: Layer, in_shapes) -> Shape:

@@ -2,8 +2,8 @@
 
 A sample is one sequence: a token input has the per-sample shape ``(seq,)`` and a hidden state
 ``(seq, d)``. Every type here states its work once, as a :class:`Cost` per phase and per
-sample (:func:`costs`); the ``planner`` rules read it as PALEO-style :class:`~costs.conv.Work`
-(fp32 tensors) and the ``modern`` rules as roofline terms (:mod:`costs.roofline`), so both count
+sample (:func:`costs`); the ``planner`` rules read it as PALEO-style :class:`~costs.specs.conv.Work`
+(fp32 tensors) and the ``modern`` rules as roofline terms (:mod:`costs.modern.roofline`), so both count
 the same FLOPs. Conventions: 2 FLOPs per multiply-add; a matmul's backward is twice its forward
 (data and weight gradients, each a GEMM of the forward's size).
 
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from costs.conv import F32, Work
-from costs.nodes import ShapedLayer, prod
-from costs.transformer_shapes import (
+from costs.specs.conv import F32, Work
+from costs.specs.nodes import ShapedLayer, prod
+from costs.specs.transformer_shapes import (
     _add_shape,
     _attention_shape,
     _bmm_shape,
@@ -42,7 +42,7 @@ from costs.transformer_shapes import (
     _swiglu_shape,
     _tables,
 )
-from costs.transformer_shapes import (
+from costs.specs.transformer_shapes import (
     moe_active_params as moe_active_params,
 )
 

@@ -10,7 +10,7 @@ parameter:
 
 fp16 adds GradScaler's unscale (read and write g: 8 B) before the step; bf16 needs no loss
 scaling. The 16-bit weight copy is written in the forward pass by autocast (see
-:mod:`costs.roofline`, ``mixed``).
+:mod:`costs.modern.roofline`, ``mixed``).
 
 Gradient buckets (PyTorch DDP, Li et al., "PyTorch Distributed", VLDB 2020 §3.2.3; default
 25 MB): with ``B = ceil(grad_bytes / bucket)`` buckets, bucket ``i`` is ready after ``i b``

@@ -1,6 +1,6 @@
 """Efficiency parameters of the ``modern`` rule set as one value object.
 
-The modern model (see :mod:`costs.modern`) turns datasheet peaks into achievable rates with
+The modern model (see :mod:`costs.modern.evaluator`) turns datasheet peaks into achievable rates with
 these parameters. Their defaults are data (``configs/efficiencies.toml``, loaded by the
 catalog); here they are only arrays aligned with a :class:`~costs.hardware.DeviceTable` and a
 :class:`~costs.hardware.LinkTable`, so a calibration step can vary them.

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from costs import layers as layer_types
 from costs.errors import SpecError
-from costs.nodes import Layer, Shape, ShapedLayer
+from costs.specs import layers as layer_types
+from costs.specs.nodes import Layer, Shape, ShapedLayer
 
 
 @dataclass(frozen=True)
@@ -200,9 +200,7 @@ def toposort(layers: list[Layer], source: str) -> list[Layer]:
 def _shape(layer: Layer, in_shapes: tuple[Shape, ...], source: str, rules) -> Shape:
     """One layer's output shape under a rule set; every problem is a :class:`SpecError`."""
     if layer.type not in rules.layer_types:
-        from costs.rules import RULES
-
-        others = [r.name for r in RULES.values() if layer.type in r.layer_types]
+        others = rules.others_supporting(layer.type)
         hint = f"; rules {', '.join(others)} support it" if others else ""
         raise SpecError(
             f"layer type '{layer.type}' is not supported by rules {rules.name} "

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from costs.comm import SCHEME_NAMES
+from costs.comm.schemes import SCHEME_NAMES
 
 
 def _log2(k):

@@ -1,0 +1,10 @@
+"""What a network is: spec files and Hugging Face ``config.json`` in, shaped layers out.
+
+Owns the layer types and their math (CNN layers in ``layers`` and ``conv``, transformer blocks in
+``transformer`` and ``transformer_shapes``), the DAG of a spec (``graph``, ``nodes``), the
+transformer description format (``transformer_spec``, ``hf_config``) and the per-layer cost
+coefficients, FLOPs and bytes as affine functions of the batch (``coefficients``).
+
+May import: ``costs.errors`` and its own modules. A rule set (:mod:`costs.rules`) is passed in
+as a value, never imported.
+"""
