@@ -69,32 +69,8 @@ def estimate(net: str | None = None, **options) -> EstimateResult:
     """The predicted step of ``net`` per worker count and scheme under the options of `planner
     estimate` (``device``, ``workers='1,8,64'`` or a list, ``batch``, ``tp``, ``plan=FILE``, ...)."""
     from planner.api.options import parse
+    from planner.cli.estimate import _estimate_request
     from planner.estimate.estimate import estimate as run
 
     params = parse("estimate", [] if net is None else [net], options)
     return EstimateResult(tuple(EstimateRow.of(r) for r in run(_estimate_request(params))))
-
-
-def _estimate_request(params: dict):
-    """The EstimateRequest `planner estimate` builds from its parsed options: every request field
-    from the option of the same name, ``workers`` and ``scheme`` as the command reads them
-    (``all``: every other choice of ``--scheme``, the registered AllReduce schemes)."""
-    from dataclasses import fields, replace
-    from enum import Enum
-
-    from planner.cli.options import SchemeOpt
-    from planner.errors import BadInput
-    from planner.request.estimate import EstimateRequest, request_from_plan
-    from planner.request.parse import parse_int_list
-
-    if params.get("plan") is not None:
-        req = request_from_plan(params["plan"], params["net"])
-        return replace(req, pue=params["pue"], grid_intensity=params["grid_intensity"])
-    if params.get("net") is None:
-        raise BadInput("estimate needs NET (a zoo name or a spec file) or --plan FILE")
-    plain = {k: v.value if isinstance(v, Enum) else v for k, v in params.items()}
-    kwargs = {f.name: plain[f.name] for f in fields(EstimateRequest) if f.name in plain}
-    kwargs["workers"] = parse_int_list(plain["workers"], "--workers")
-    every = tuple(s.value for s in SchemeOpt if s is not SchemeOpt.all)
-    kwargs["schemes"] = every if plain["scheme"] == SchemeOpt.all.value else (plain["scheme"],)
-    return EstimateRequest(**kwargs)

@@ -126,7 +126,7 @@ def _enum(annotation) -> type[Enum] | None:
 def _typed(cmd, params: dict) -> dict:
     """The parsed values as the command's function receives them: Typer turns choice texts into
     the parameters' Enums when it calls the function; the API does the same here."""
-    signature = inspect.signature(inspect.unwrap(cmd.callback))
+    signature = inspect.signature(inspect.unwrap(cmd.callback), eval_str=True)
     out = dict(params)
     for name, parameter in signature.parameters.items():
         enum = _enum(parameter.annotation)
