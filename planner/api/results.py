@@ -46,7 +46,7 @@ def _typed(cls, record: Mapping):
 class Plan:
     """One training plan and its predicted metrics, as `planner optimize` reports it.
 
-    Units are in the names: ms, s (time to train), USD, kWh, kg CO2, GB per GPU. ``cost_usd`` is
+    Units are in the names: ms, s (time to train), GPU-hours, USD, kWh, kg CO2, GB per GPU. ``cost_usd`` is
     None without a price; ``tokens_per_s`` and ``mfu`` (model FLOPs utilisation, 0-1) are None
     for a net that is not a transformer. ``record`` holds every column of the record."""
 
@@ -65,6 +65,7 @@ class Plan:
     zero: int
     iteration_ms: float
     time_to_train_s: float
+    gpu_hours: float
     cost_usd: float | None
     energy_kwh: float
     co2_kg: float
