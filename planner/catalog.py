@@ -18,6 +18,13 @@ from pathlib import Path
 from costs.hardware import PRECISIONS, Device, DeviceTable, Link, LinkTable
 from planner.errors import CatalogError, SpecError
 
+# GPU memory is sold in binary units: an "80 GB" H100 has 80 GiB of HBM3, of which CUDA reports
+# 81,559 MiB (nvidia-smi on an H100 80GB HBM3, https://github.com/vllm-project/vllm/issues/27508,
+# 2025-10-25); a "32 GB" V100 shows 32,480 MiB (https://github.com/godweiyang/GrabGPU/issues/5,
+# 2023-05-15), an RTX 4090's 24 GB 24,564 MiB (https://github.com/RLinf/RLinf/issues/255,
+# 2025-11-12). devices.toml's memory_gb is that binary figure; inside, bytes.
+GIB = 2.0**30
+
 # Names PALEO and its demo use for zoo nets (paleo-model.md §E.2).
 NET_ALIASES = {"alex_v2": "alexnet", "alex_v2_1gpu": "alexnet_cc2"}
 
@@ -175,7 +182,7 @@ def devices() -> dict[str, DeviceInfo]:
             peak,
             e["mem_bandwidth_gbs"] * 1e9,
             e["clock_mhz"] * 1e6,
-            e["memory_gb"] * 1e9,
+            e["memory_gb"] * GIB,
             e["intra_node_link"],
             e["max_gpus_per_node"],
             e.get("sm_count", 0),

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from costs import layers, transformer
+from costs.specs import layers, transformer
 from planner import catalog
 from planner.calibrate import measurements
 from planner.calibrate.fitting import predict

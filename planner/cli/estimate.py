@@ -122,6 +122,13 @@ def estimate(
     ] = False,
     ep: Annotated[int, typer.Option(help="Mixture of experts: expert-parallel degree.")] = 1,
     interleave: Annotated[int, typer.Option(help="Transformers: virtual pipeline stages per GPU.")] = 1,
+    memory_headroom: Annotated[
+        float | None,
+        typer.Option(
+            help="Share of each GPU's memory a plan may fill, in (0, 1] (default 0.9: the CUDA context, "
+            "NCCL buffers and allocator slack take the rest; published recipes fit it)."
+        ),
+    ] = None,
     microbatch: Annotated[
         int | None, typer.Option(help="Transformers: sequences per GPU per microbatch (default: --batch).")
     ] = None,
@@ -188,57 +195,60 @@ def _estimate_request(o: dict):
     from planner.request.estimate import EstimateRequest
     from planner.request.parse import parse_int_list
 
+    schemes = _schemes(o["scheme"], o["rules"].value, comm.SCHEME_NAMES)
     if o["plan"] is not None:
         from dataclasses import replace
 
         from planner.request.estimate import request_from_plan
 
-        return replace(
-            request_from_plan(o["plan"], o["net"]), pue=o["pue"], grid_intensity=o["grid_intensity"]
+        req = replace(
+            request_from_plan(o["plan"], o["net"]),
+            pue=o["pue"],
+            grid_intensity=o["grid_intensity"],
+            memory_headroom=o["memory_headroom"],
         )
-    if o["net"] is None:
+    elif o["net"] is None:
         from planner.errors import BadInput
 
         raise BadInput("estimate needs NET (a zoo name or a spec file) or --plan FILE")
-    if o["scheme"] is SchemeOpt.auto:
-        schemes = ("ring",) if o["rules"].value == "modern" else tuple(comm.SCHEME_NAMES)
     else:
-        schemes = tuple(comm.SCHEME_NAMES) if o["scheme"] is SchemeOpt.all else (o["scheme"].value,)
-    return EstimateRequest(
-        net=o["net"],
-        device=o["device"],
-        network=o["network"],
-        batch=o["batch"],
-        workers=parse_int_list(o["workers"], "--workers"),
-        scaling=o["scaling"].value,
-        schemes=schemes,
-        ppp_comp=o["ppp_comp"],
-        ppp_comm=o["ppp_comm"],
-        pipeline=o["pipeline"],
-        parallel=o["parallel"].value,
-        rules=o["rules"].value,
-        conv_algorithm=o["conv_algorithm"].value,
-        precision=o["precision"].value,
-        gpus_per_node=o["gpus_per_node"],
-        split=o["split"],
-        accumulation=o["accumulation"],
-        calibration=o["calibration"],
-        optimizer=o["optimizer"],
-        data_loader=o["data_loader"],
-        tp=o["tp"],
-        pp=o["pp"],
-        zero=o["zero"],
-        recompute=o["recompute"],
-        sp=o["sp"],
-        tp_overlap=o["tp_overlap"],
-        ep=o["ep"],
-        interleave=o["interleave"],
-        microbatch=o["microbatch"],
-        global_batch=o["global_batch"],
-        seq_len=o["seq_len"],
-        pue=o["pue"],
-        grid_intensity=o["grid_intensity"],
-    )
+        req = EstimateRequest(
+            net=o["net"],
+            device=o["device"],
+            network=o["network"],
+            batch=o["batch"],
+            workers=parse_int_list(o["workers"], "--workers"),
+            scaling=o["scaling"].value,
+            schemes=schemes,
+            ppp_comp=o["ppp_comp"],
+            ppp_comm=o["ppp_comm"],
+            pipeline=o["pipeline"],
+            parallel=o["parallel"].value,
+            rules=o["rules"].value,
+            conv_algorithm=o["conv_algorithm"].value,
+            precision=o["precision"].value,
+            gpus_per_node=o["gpus_per_node"],
+            split=o["split"],
+            accumulation=o["accumulation"],
+            calibration=o["calibration"],
+            optimizer=o["optimizer"],
+            data_loader=o["data_loader"],
+            tp=o["tp"],
+            pp=o["pp"],
+            zero=o["zero"],
+            recompute=o["recompute"],
+            sp=o["sp"],
+            tp_overlap=o["tp_overlap"],
+            ep=o["ep"],
+            interleave=o["interleave"],
+            memory_headroom=o["memory_headroom"],
+            microbatch=o["microbatch"],
+            global_batch=o["global_batch"],
+            seq_len=o["seq_len"],
+            pue=o["pue"],
+            grid_intensity=o["grid_intensity"],
+        )
+    return req
 
 
 @app.command()
@@ -294,3 +304,11 @@ def list_(
             from planner.report.listing import price_notes
 
             typer.echo(price_notes(records))
+
+
+def _schemes(scheme: SchemeOpt, rules: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The schemes to tabulate: auto is ring under the modern rules (what a plan of optimize
+    uses for a transformer), every scheme under a PALEO rule set."""
+    if scheme is SchemeOpt.auto:
+        return ("ring",) if rules == "modern" else tuple(names)
+    return tuple(names) if scheme is SchemeOpt.all else (scheme.value,)

@@ -103,6 +103,13 @@ def optimize(
         ),
     ] = None,
     min_global_batch: Annotated[int, typer.Option(help="Smallest global batch.")] = 1,
+    memory_headroom: Annotated[
+        float | None,
+        typer.Option(
+            help="Share of each GPU's memory a plan may fill, in (0, 1] (default 0.9: the CUDA context, "
+            "NCCL buffers and allocator slack take the rest; published recipes fit it)."
+        ),
+    ] = None,
     optimizer: Annotated[
         str, typer.Option(help="Optimizer state kept per parameter: sgd, momentum or adam.")
     ] = defaults.OPTIMIZER,
@@ -208,6 +215,7 @@ def _optimize_request(opts: dict):
         seq_len=opts.get("seq_len"),
         tokens=opts.get("tokens"),
         global_batch_tokens=opts.get("global_batch_tokens"),
+        memory_headroom=opts.get("memory_headroom"),
         max_global_batch=opts["max_global_batch"],
         min_global_batch=opts["min_global_batch"],
         optimizer=opts["optimizer"],

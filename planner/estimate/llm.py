@@ -17,8 +17,8 @@ from costs.llm.memory import RECOMPUTE
 from costs.model import evaluate, plans
 from planner.errors import BadInput
 from planner.estimate.records import hardware, record
-from planner.metrics import memory
 from planner.request.estimate import EstimateRequest
+from planner.request.parse import memory_fraction
 
 
 def check(req: EstimateRequest, m: dict, name: str) -> None:
@@ -96,7 +96,7 @@ def estimate_llm(req: EstimateRequest, costs, model, info, net_info, precision: 
     )
     r = evaluate(costs, p, devices, links, **model.kwargs(devices, links), **model.plan_kwargs(p))
     peak = devices.peak[0, PRECISIONS.index(precision)]
-    usable = info.device.memory_bytes * memory.USABLE_FRACTION
+    usable = info.device.memory_bytes * memory_fraction(req.memory_headroom)
     out = []
     for i in range(len(k)):
         rec = record(

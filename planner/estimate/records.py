@@ -6,6 +6,7 @@ from costs.hardware import PRECISIONS
 from planner import catalog
 from planner.metrics import memory
 from planner.request.estimate import EstimateRequest
+from planner.request.parse import memory_fraction
 
 
 def record(
@@ -56,7 +57,8 @@ def record(
     )
     rec.update(_energy(req, device, r, i, workers))
     rec["memory_gb"] = float(need / 1e9)
-    rec["fits_memory"] = bool(need <= catalog.device(device).device.memory_bytes * memory.USABLE_FRACTION)
+    usable = catalog.device(device).device.memory_bytes * memory_fraction(req.memory_headroom)
+    rec["fits_memory"] = bool(need <= usable)
     overhead = getattr(r, "overhead", None)
     if overhead is not None:  # the modern rules: host-bound stall and framework time
         rec["overhead_ms"] = float((overhead[i] + r.input_stall[i]) * 1e3)

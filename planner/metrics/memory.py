@@ -14,7 +14,14 @@ from __future__ import annotations
 import numpy as np
 
 OPTIMIZERS = {"sgd": 0.0, "momentum": 4.0, "adam": 8.0}
-USABLE_FRACTION = 0.9  # of device memory: the CUDA context and allocator slack take the rest
+# Share of a GPU's memory a plan may fill: the CUDA context, NCCL's buffers and the caching
+# allocator's fragmentation take the rest (--memory-headroom sets it). 0.9 of 80 GiB is 77.3e9
+# bytes, which the published recipes below fit: NVIDIA's Llama 3 70B FP8 recipe on 64 H100
+# (TP 4, PP 8, VP 5, 8k sequences, global batch 128; Megatron-Bridge performance summary, see
+# configs/measurements/llm.csv) and Llama 3 405B's layout (TP 8, PP 16, 8k sequences, ZeRO-2:
+# gradients and optimizer states sharded, Dubey et al. 2024, arXiv:2407.21783, §3.3) -- tests pin
+# both (tests/test_memory_recipes.py).
+USABLE_FRACTION = 0.9
 _PARAM_BYTES = {"fp32": 8.0, "tf32": 8.0, "fp16": 8.0, "bf16": 8.0, "fp8": 8.0}  # weights+grads(+master)
 
 

@@ -54,6 +54,7 @@ class EstimateRequest:
     microbatch: int | None = None  # sequences per GPU per microbatch (None: --batch's)
     global_batch: int | None = None  # sequences per step; sets the microbatches per step
     seq_len: int | None = None  # None: the model's
+    memory_headroom: float | None = None  # share of GPU memory a plan may fill; None: the default
 
     @property
     def model_parallel(self) -> bool:

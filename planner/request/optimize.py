@@ -21,15 +21,8 @@ from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel, loader_for
 from planner.metrics.objectives import OBJECTIVES
 from planner.request import defaults
-from planner.request.parse import parse_budgets, parse_duration
-from planner.request.tokens import (
-    TOKENS_UNIT,
-    Tokens,
-    default_batch_tokens,
-    parse_tokens,
-    power_of_two_sequences,
-    sequences,
-)
+from planner.request.parse import memory_fraction, parse_budgets, parse_duration
+from planner.request.tokens import Tokens, llm_global_batch, llm_tokens
 
 # A spec without a "training" section trains like the ImageNet nets of the zoo: 90 epochs
 # (Goyal et al. 2017) of the 1,281,167 ILSVRC-2012 training images (Russakovsky et al. 2015).
@@ -63,6 +56,7 @@ class OptimizeRequest:
     seq_len: int | None = None  # transformers: None is the model's
     tokens: str | None = None  # transformers: training tokens ("15T", "2e12"); None: the net's
     global_batch_tokens: str | None = None  # transformers: tokens per optimizer step ("4M")
+    memory_headroom: float | None = None  # share of GPU memory a plan may fill; None: the default
     max_global_batch: int = 8192
     min_global_batch: int = 1
     optimizer: str = defaults.OPTIMIZER
@@ -244,7 +238,14 @@ def _training(req: OptimizeRequest, costs, spec_seq: int) -> tuple[float, int, T
     training = costs.net.meta.get("training", {})
     model = costs.net.meta.get("model")
     if isinstance(model, dict):
-        return _llm_training(req, training, model, spec_seq or int(model["seq_len"]))
+        seq = int(model["seq_len"])
+        if req.tokens is not None and req.dataset_size is not None:
+            raise BadInput("--tokens and --dataset-size both set the training length: give one")
+        total, basis, unit = llm_tokens(req.tokens, req.dataset_size, training, seq, spec_seq or seq)
+        epochs = req.epochs if req.epochs is not None else training.get("epochs", 1)
+        dataset = max(1, math.ceil(total / seq))
+        _check_length(epochs, dataset)
+        return float(epochs), dataset, Tokens(total=total, basis=basis, unit=unit, batch_source="")
     for option, value in (("--tokens", req.tokens), ("--global-batch-tokens", req.global_batch_tokens)):
         if value is not None:
             raise BadInput(f"{option} is for transformers; {req.net} trains for --epochs over --dataset-size")
@@ -261,55 +262,6 @@ def _check_length(epochs: float, dataset: int) -> None:
         raise BadInput(
             f"--epochs must be a positive finite number (got {epochs}) and --dataset-size positive"
         )
-
-
-def _llm_training(
-    req: OptimizeRequest, training: dict, model: dict, spec_seq: int
-) -> tuple[float, int, Tokens]:
-    """A transformer's length in tokens: --tokens, --dataset-size sequences, the net's published
-    tokens or training set, else per TOKENS_UNIT tokens."""
-    seq = int(model["seq_len"])
-    if req.tokens is not None and req.dataset_size is not None:
-        raise BadInput("--tokens and --dataset-size both set the training length: give one")
-    unit = False
-    if req.tokens is not None:
-        total, basis = parse_tokens(req.tokens, "--tokens"), "--tokens"
-    elif req.dataset_size is not None:
-        total, basis = float(req.dataset_size) * seq, f"--dataset-size {req.dataset_size:,} sequences"
-    elif "tokens" in training:
-        total, basis = float(training["tokens"]), "the net's published training length"
-    elif "dataset_size" in training:  # sequences of the spec's own length
-        total = float(training["dataset_size"]) * spec_seq
-        basis = "the net's published training length"
-    else:
-        total, basis, unit = TOKENS_UNIT, "no training length is known: per 1e12 tokens; set --tokens", True
-    epochs = req.epochs if req.epochs is not None else training.get("epochs", 1)
-    dataset = max(1, math.ceil(total / seq))
-    _check_length(epochs, dataset)
-    return float(epochs), dataset, Tokens(total=total, basis=basis, unit=unit, batch_source="")
-
-
-def _llm_global_batch(req: OptimizeRequest, costs, seq: int, spec_seq: int) -> tuple[int, str]:
-    """Sequences per optimizer step of a transformer, and where that number comes from:
-    --global-batch, --global-batch-tokens, the net's published batch, else GPT-3's batch for a
-    model of its size (Brown et al. 2020, Table 2.1) in a power-of-two count of sequences."""
-    training = costs.net.meta.get("training", {})
-    if req.global_batch_tokens is not None:
-        batch = sequences(parse_tokens(req.global_batch_tokens, "--global-batch-tokens"), seq)
-        if req.global_batch not in (None, batch):  # a saved request carries both when they agree
-            raise BadInput("--global-batch and --global-batch-tokens both set the global batch: give one")
-        return batch, "--global-batch-tokens"
-    if req.global_batch is not None:
-        return req.global_batch, "--global-batch"
-    if "global_batch_tokens" in training:
-        return sequences(float(training["global_batch_tokens"]), seq), "the net's published batch"
-    if "global_batch" in training:  # sequences of the spec's own length: keep its tokens per step
-        return sequences(float(training["global_batch"]) * spec_seq, seq), "the net's published batch"
-    tokens = default_batch_tokens(float(costs.total_params))
-    return power_of_two_sequences(tokens, seq), (
-        f"GPT-3's batch for a model of its size, {tokens / 1e6:g}M tokens, in a power-of-two count of "
-        "sequences: Brown et al. 2020, Table 2.1; set --global-batch-tokens"
-    )
 
 
 def price_table(req: OptimizeRequest) -> tuple[dict, str]:
@@ -380,7 +332,13 @@ def validate(req: OptimizeRequest) -> Problem:
         request=req,
         objectives=objectives,
         limits=Limits(
-            max_gpus, max_usd, deadline, req.max_global_batch, req.min_global_batch, owned=bool(owned)
+            max_gpus,
+            max_usd,
+            deadline,
+            req.max_global_batch,
+            req.min_global_batch,
+            memory_fraction=memory_fraction(req.memory_headroom),
+            owned=bool(owned),
         ),
         gpus=tuple(gpus),
         devices=infos,
@@ -405,8 +363,13 @@ def _resolved(req: OptimizeRequest, costs, llm: bool) -> tuple[OptimizeRequest, 
     transformer's global batch (see :func:`_llm_global_batch`), with where it comes from."""
     batch, source = req.global_batch, ""
     if llm:
-        batch, source = _llm_global_batch(
-            req, costs, int(costs.net.meta["model"]["seq_len"]), _spec_seq(req, costs)
+        batch, source = llm_global_batch(
+            req.global_batch,
+            req.global_batch_tokens,
+            costs.net.meta.get("training", {}),
+            float(costs.total_params),
+            int(costs.net.meta["model"]["seq_len"]),
+            _spec_seq(req, costs),
         )
     return replace(req, optimizer=defaults.optimizer(req.optimizer, llm), global_batch=batch), source
 

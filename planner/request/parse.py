@@ -63,6 +63,21 @@ def parse_duration(raw: str | None, option: str = "--deadline") -> float | None:
     return float(m.group(1)) * _UNIT_S[m.group(2).lower()]
 
 
+def memory_fraction(value: float | None) -> float:
+    """``--memory-headroom``: the share of each GPU's memory a plan may fill, in (0, 1]; None:
+    the default (planner.metrics.memory.USABLE_FRACTION, justified there by recipes that ran)."""
+    from planner.metrics.memory import USABLE_FRACTION
+
+    if value is None:
+        return USABLE_FRACTION
+    if not (isinstance(value, int | float) and 0 < value <= 1):  # rejects nan and inf too
+        raise BadInput(
+            f"--memory-headroom {value!r} must be the share of GPU memory a plan may use, in (0, 1] "
+            f"(default {USABLE_FRACTION})"
+        )
+    return float(value)
+
+
 def parse_int_list(value: str, option: str) -> tuple[int, ...]:
     """'1,2,4,8' or '1-8' (powers of two) -> a tuple of positive integers."""
     out: list[int] = []

@@ -74,3 +74,50 @@ class Tokens:
     basis: str  # where ``total`` comes from, in words
     unit: bool  # True: no training length is known; time and cost are per TOKENS_UNIT tokens
     batch_source: str  # where the global batch comes from, in words
+
+
+def llm_tokens(
+    tokens: str | None, dataset_size: int | None, training: dict, seq: int, spec_seq: int
+) -> tuple[float, str, bool]:
+    """Training tokens, where they come from, and whether they are only the per-1e12 unit:
+    --tokens, --dataset-size sequences of ``seq``, the net's published tokens or training set
+    (sequences of the spec's own length ``spec_seq``), else :data:`TOKENS_UNIT`."""
+    if tokens is not None:
+        return parse_tokens(tokens, "--tokens"), "--tokens", False
+    if dataset_size is not None:
+        return float(dataset_size) * seq, f"--dataset-size {dataset_size:,} sequences", False
+    if "tokens" in training:
+        return float(training["tokens"]), "the net's published training length", False
+    if "dataset_size" in training:
+        return float(training["dataset_size"]) * spec_seq, "the net's published training length", False
+    return TOKENS_UNIT, "no training length is known: per 1e12 tokens; set --tokens", True
+
+
+def llm_global_batch(
+    global_batch: int | None,
+    global_batch_tokens: str | None,
+    training: dict,
+    params: float,
+    seq: int,
+    spec_seq: int,
+) -> tuple[int, str]:
+    """Sequences of ``seq`` tokens per optimizer step, and where that number comes from:
+    --global-batch, --global-batch-tokens, the net's published batch (tokens, or sequences of
+    the spec's own length: its tokens per step are kept), else GPT-3's batch for a model of
+    ``params`` parameters (Brown et al. 2020, Table 2.1) in a power-of-two count of sequences."""
+    if global_batch_tokens is not None:
+        batch = sequences(parse_tokens(global_batch_tokens, "--global-batch-tokens"), seq)
+        if global_batch not in (None, batch):  # a saved request carries both when they agree
+            raise BadInput("--global-batch and --global-batch-tokens both set the global batch: give one")
+        return batch, "--global-batch-tokens"
+    if global_batch is not None:
+        return global_batch, "--global-batch"
+    if "global_batch_tokens" in training:
+        return sequences(float(training["global_batch_tokens"]), seq), "the net's published batch"
+    if "global_batch" in training:
+        return sequences(float(training["global_batch"]) * spec_seq, seq), "the net's published batch"
+    tokens = default_batch_tokens(params)
+    return power_of_two_sequences(tokens, seq), (
+        f"GPT-3's batch for a model of its size, {tokens / 1e6:g}M tokens, in a power-of-two count of "
+        "sequences: Brown et al. 2020, Table 2.1; set --global-batch-tokens"
+    )

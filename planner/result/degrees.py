@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.metrics import memory
 from planner.metrics.scorer import METRIC, Scorer
 
 _LABEL = {
@@ -57,7 +56,7 @@ def degrees(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objective: str)
         return []
     one = {a: c[i : i + 1] for a, c in cols.items()}
     base = float(scorer.metrics(one)[METRIC[objective]][0])
-    usable = float(scorer.devices.memory_bytes[int(one["gpu"][0])]) * memory.USABLE_FRACTION
+    usable = float(scorer.devices.memory_bytes[int(one["gpu"][0])]) * scorer.limits.memory_fraction
     lines = []
     for axis, label in _LABEL.items():
         here = int(one[axis][0])

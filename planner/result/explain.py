@@ -38,7 +38,12 @@ def explain(best: dict, baseline: dict) -> list[str]:
         "owned_gpus": f"the GPUs you own bind: it uses all {best['gpus']} {best['gpu']}",
         "budget_usd": "the money budget binds",
         "deadline": "the deadline binds",
-        "memory": f"memory binds: {best['memory_gb']:.1f} of {best['device_memory_gb']:.0f} GB per GPU",
+        "memory": f"memory binds: {best['memory_gb']:.1f} of {best['device_memory_gb']:.0f} GB per GPU"
+        + (
+            f" ({best['usable_memory_gb']:.1f} GB usable: --memory-headroom)"
+            if "usable_memory_gb" in best
+            else ""
+        ),
         "max_global_batch": f"the maximum global batch binds ({best['global_batch']:,} samples)",
         "min_global_batch": f"the minimum global batch binds ({best['global_batch']:,} samples)",
     }

@@ -77,6 +77,7 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         co2_kg=_number(m["co2_kg"][0]),
         memory_gb=float(m["memory_bytes"][0] / 1e9),
         device_memory_gb=float(m["device_memory_bytes"][0] / 1e9),
+        usable_memory_gb=float(m["device_memory_bytes"][0] * scorer.limits.memory_fraction / 1e9),
         gpu_hours=float(m["gpus"][0] * m["time_to_train_s"][0] / 3600),
     )
     rec.update(_transformer_fields(scorer, m))

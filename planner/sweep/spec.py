@@ -53,6 +53,7 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "seq_len": (int,),  # transformers: tokens per sequence
     "tokens": (str, int, float),  # transformers: "15T", 2e12
     "global_batch_tokens": (str, int, float),  # transformers: "4M"
+    "memory_headroom": (int, float),  # share of GPU memory a plan may fill, (0, 1]
     "max_global_batch": (int,),
     "min_global_batch": (int,),
     "optimizer": (str,),
