@@ -51,13 +51,6 @@ def configs_dir() -> Path:
     return here.parent / "configs"
 
 
-def user_file(path: str | Path) -> Path:
-    """``path``, or where it is missing and written ``configs/...``, the shipped file (installed)."""
-    given = Path(path)
-    shipped = configs_dir().joinpath(*given.parts[1:]) if given.parts[:1] == ("configs",) else given
-    return shipped if not given.exists() and shipped.is_file() else given
-
-
 def _read_toml(name: str) -> dict:
     path = configs_dir() / name
     try:

@@ -54,15 +54,16 @@ def test_documented_config_paths_resolve_to_the_shipped_files(tmp_path, monkeypa
     """`configs/...` paths as the README writes them name the shipped files from any folder
     (an installed package has no configs/ beside the user); a file of the user's own wins."""
     from planner import catalog
+    from planner.paths import user_file
 
     monkeypatch.chdir(tmp_path)
     name = "configs/profiles/h100-sxm-pytorch-eager.toml"
-    assert catalog.user_file(name) == catalog.configs_dir() / "profiles" / "h100-sxm-pytorch-eager.toml"
-    assert catalog.user_file("configs/nope.toml") == Path("configs/nope.toml")  # missing: as given
-    assert catalog.user_file("other/default.toml") == Path("other/default.toml")
+    assert user_file(name) == catalog.configs_dir() / "profiles" / "h100-sxm-pytorch-eager.toml"
+    assert user_file("configs/nope.toml") == Path("configs/nope.toml")  # missing: as given
+    assert user_file("other/default.toml") == Path("other/default.toml")
     (tmp_path / "configs" / "profiles").mkdir(parents=True)
     (tmp_path / name).write_text("[scale]\n")
-    assert catalog.user_file(name) == Path(name)
+    assert user_file(name) == Path(name)
 
 
 def _run(args: list[str], cwd: Path, env: dict, timeout: float = 600) -> subprocess.CompletedProcess:
