@@ -16,14 +16,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from costs.hardware import PRECISIONS, Device, DeviceTable, Link, LinkTable
+from planner import training_defaults
 from planner.errors import CatalogError, SpecError
 
-# GPU memory is sold in binary units: an "80 GB" H100 has 80 GiB of HBM3, of which CUDA reports
-# 81,559 MiB (nvidia-smi on an H100 80GB HBM3, https://github.com/vllm-project/vllm/issues/27508,
-# 2025-10-25); a "32 GB" V100 shows 32,480 MiB (https://github.com/godweiyang/GrabGPU/issues/5,
-# 2023-05-15), an RTX 4090's 24 GB 24,564 MiB (https://github.com/RLinf/RLinf/issues/255,
-# 2025-11-12). devices.toml's memory_gb is that binary figure; inside, bytes.
-GIB = 2.0**30
+GIB = 2.0**30  # memory_gb is binary: an 80 GB H100 has 80 GiB (devices.toml's header cites it)
 
 # Names PALEO and its demo use for zoo nets (paleo-model.md §E.2).
 NET_ALIASES = {"alex_v2": "alexnet", "alex_v2_1gpu": "alexnet_cc2"}
@@ -325,7 +321,7 @@ def zoo() -> dict[str, Path]:
 
 def zoo_info() -> dict[str, dict]:
     """Each zoo net's spec as read from its file (name, source, training defaults, layers)."""
-    return {name: json.loads(path.read_text()) for name, path in zoo().items()}
+    return {name: training_defaults.checked(name, json.loads(p.read_text())) for name, p in zoo().items()}
 
 
 def zoo_transformers() -> list[str]:
@@ -360,6 +356,11 @@ def net_spec(name: str) -> dict:
     return json.loads(net_path(name).read_text())
 
 
+def training(name: str) -> training_defaults.TrainingDefaults:
+    """A net's published training run (tokens, sequence, global batch, sources), validated."""
+    return training_defaults.parse(name, net_spec(name))
+
+
 @lru_cache(maxsize=64)
 def _net(path: str, rules_name: str, seq_len: int | None = None):
     from costs.rules import get_rules
@@ -369,7 +370,7 @@ def _net(path: str, rules_name: str, seq_len: int | None = None):
     spec = load_spec(path)
     if hf_config.is_hf_config(spec):  # a Hugging Face config.json: build its layers
         spec = hf_config.to_spec(spec, Path(path).name)
-    if seq_len:  # None or 0: the spec's own
+    if seq_len is not None:  # None: the spec's own; 0 or less is refused by with_seq_len
         from costs.specs.transformer_spec import with_seq_len
 
         spec = with_seq_len(spec, seq_len, Path(path).name)

@@ -1,5 +1,6 @@
-"""Energy settings: the cited defaults of configs/energy.toml, the `--pue` and `--grid-intensity`
-options, and the per-plan energy and CO2 metrics (:mod:`costs.energy` does the arithmetic).
+"""Energy settings: the cited defaults of configs/energy.toml, the `--pue`, `--grid-intensity` and
+`--electricity` options, and the per-plan energy and CO2 metrics (:mod:`costs.energy` does the
+arithmetic).
 
 :mod:`planner.catalog` reads the file and hands its parsed TOML to :func:`parse_defaults`, which
 validates it (one-line :class:`CatalogError` naming the file, table and key).
@@ -16,7 +17,16 @@ from costs import energy
 from planner.errors import BadInput, CatalogError
 
 # table -> its value key; each table also has source and date
-_TABLES = {"gpu": "waiting_fraction", "node": "overhead_w", "pue": "value", "grid": "g_co2_per_kwh"}
+_TABLES = {
+    "gpu": "waiting_fraction",
+    "node": "overhead_w",
+    "pue": "value",
+    "grid": "g_co2_per_kwh",
+    "electricity": "usd_per_kwh",
+}
+# --electricity bound, USD per kWh: retail tariffs are cents to tens of cents; 10 rejects typos
+# such as a price in cents
+ELECTRICITY_MAX = 10.0
 
 
 @dataclass(frozen=True)
@@ -27,6 +37,7 @@ class Energy:
     node_w: float  # a node's power besides its GPUs
     pue: float  # facility energy / IT energy
     grid_g_per_kwh: float  # gCO2 per kWh
+    usd_per_kwh: float = 0.0  # electricity price charged to owned GPUs' plans (rented prices include it)
 
     def metrics(self, board_w, gpus, nodes, step_s, busy_s, steps) -> dict[str, np.ndarray]:
         """energy_kwh and co2_kg of plans (arrays; NaN where the board power is unknown)."""
@@ -66,11 +77,30 @@ def parse_defaults(data: dict, file: str = "energy.toml") -> Energy:
         values[table] = float(v)
     if values["gpu"] > 1 or values["pue"] < 1:
         raise CatalogError(f"{file}: [gpu] waiting_fraction must be in [0, 1] and [pue] value >= 1")
-    return Energy(values["gpu"], values["node"], values["pue"], values["grid"])
+    return Energy(values["gpu"], values["node"], values["pue"], values["grid"], values["electricity"])
 
 
-def with_options(defaults: Energy, pue: float | None, grid_intensity: float | None) -> Energy:
-    """The defaults with ``--pue`` and ``--grid-intensity`` (g/kWh) applied, each checked."""
+def parse_electricity(value) -> float | None:
+    """``--electricity`` (USD per kWh: a number, or its text as typed) as a float; None keeps the
+    default. Negative, NaN, infinite, at least :data:`ELECTRICITY_MAX` or not a number: BadInput."""
+    if value is None:
+        return None
+    try:
+        usd = math.nan if isinstance(value, bool) else float(str(value).strip().lstrip("$"))
+    except ValueError:
+        usd = math.nan
+    if not 0.0 <= usd < ELECTRICITY_MAX:  # NaN fails every comparison
+        raise BadInput(
+            f"--electricity '{value}' must be a price in USD per kWh from 0 to below {ELECTRICITY_MAX:g}"
+        )
+    return usd
+
+
+def with_options(
+    defaults: Energy, pue: float | None, grid_intensity: float | None, electricity=None
+) -> Energy:
+    """The defaults with ``--pue``, ``--grid-intensity`` (g/kWh) and ``--electricity`` (USD per
+    kWh) applied, each checked."""
     if pue is not None and not (1.0 <= pue < 10.0):
         raise BadInput(f"--pue must be a number from 1 (all power to IT) to below 10, got {pue}")
     if grid_intensity is not None and not (0.0 <= grid_intensity < 5000.0):
@@ -80,4 +110,5 @@ def with_options(defaults: Energy, pue: float | None, grid_intensity: float | No
         defaults.node_w,
         defaults.pue if pue is None else float(pue),
         defaults.grid_g_per_kwh if grid_intensity is None else float(grid_intensity),
+        defaults.usd_per_kwh if (usd := parse_electricity(electricity)) is None else usd,
     )

@@ -3,9 +3,18 @@ per GPU-hour per device.
 
 :mod:`planner.catalog` reads the file and hands its parsed TOML to :func:`parse_rows`; this
 module validates it (one-line :class:`CatalogError` naming the file, row and field) and chooses
-prices. The rule: for each provider, its cheapest per-GPU-hour price of the wanted pricing kind
-(a provider with several instance sizes counts once); the device's price is the median of those
-over the providers kept (all, or those of ``--provider``).
+prices. The rule: for each provider, its cheapest per-GPU-hour price (a provider with several
+instance sizes counts once); the device's price is the median of those over the providers kept
+(all, or those of ``--provider``).
+
+Under ``--pricing spot`` or ``reserved`` a device is offered when at least one kept provider
+publishes that kind for it, and the median runs over the same providers as on-demand: each at its
+cheapest spot (or reserved) rate where it publishes one, at its on-demand rate where it does not
+(a buyer who accepts preemption or a commitment can still rent on demand there). Since every
+spot and reserved row is at most its instance's on-demand rate, each provider's term is at most
+its on-demand price, and so is the median: a committed price never reads dearer than on-demand
+because it was taken over fewer, dearer providers (the GCP-only reserved H100 rate, $7.67, beside
+an eight-provider on-demand median of $5.07, did before).
 """
 
 from __future__ import annotations
@@ -164,20 +173,36 @@ def parse_pricing(text: str) -> str:
     return kind
 
 
-def choose(rows, device: str, kind: str = "on-demand", keep: tuple[str, ...] | None = None) -> Price | None:
-    """The price of ``device``: the median over providers (those in ``keep``, or all) of each
-    provider's cheapest ``kind`` price per GPU-hour; None when no row matches."""
-    best: dict[str, float] = {}
+def _cheapest(rows, device: str, kinds: set[str], keep) -> dict[str, tuple[float, str]]:
+    """{provider: (cheapest USD per GPU-hour among rows of ``kinds``, the kind of that row)}."""
+    best: dict[str, tuple[float, str]] = {}
     for r in rows:
-        if r.device == device and r.pricing == kind and (keep is None or r.provider in keep):
-            best[r.provider] = min(best.get(r.provider, float("inf")), r.usd_per_gpu_hour)
-    if not best:
+        if r.device == device and r.pricing in kinds and (keep is None or r.provider in keep):
+            if r.provider not in best or r.usd_per_gpu_hour < best[r.provider][0]:
+                best[r.provider] = (r.usd_per_gpu_hour, r.pricing)
+    return best
+
+
+def choose(rows, device: str, kind: str = "on-demand", keep: tuple[str, ...] | None = None) -> Price | None:
+    """The price of ``device`` (USD per GPU-hour): the median over providers (those in ``keep``,
+    or all) of each provider's cheapest price; for spot and reserved, each provider's cheapest of
+    that kind and on-demand (module docstring). None when no kept provider publishes ``kind``."""
+    if not _cheapest(rows, device, {kind}, keep):
         return None
+    best = _cheapest(rows, device, {kind, "on-demand"}, keep)
     names = sorted(best)
+    termed = [n for n in names if best[n][1] == kind]
+    fallback = [n for n in names if best[n][1] != kind]
+    median = statistics.median(v for v, _ in best.values())
     if len(names) == 1:
-        return Price(best[names[0]], f"{names[0]} {kind}")
-    median = statistics.median(best.values())
-    return Price(median, f"median {kind} of {len(names)} providers ({', '.join(names)})")
+        return Price(median, f"{names[0]} {kind}")
+    if not fallback:
+        return Price(median, f"median {kind} of {len(names)} providers ({', '.join(names)})")
+    return Price(
+        median,
+        f"median of {len(names)} providers ({kind}: {', '.join(termed)}; "
+        f"on-demand where no cheaper {kind} rate is published: {', '.join(fallback)})",
+    )
 
 
 def is_old(row: PriceRow, today: date, months: int = 12) -> bool:

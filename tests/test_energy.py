@@ -20,11 +20,26 @@ from planner.search.scored import TIE, exhaustive
 
 def test_defaults_are_the_cited_figures():
     """configs/energy.toml: the Teads p4d.24xlarge figures (10 % / 100 % load GPU power, CPU
-    package + memory at 50 % load), Uptime's 2023 PUE and Ember's 2023 world grid intensity."""
+    package + memory at 50 % load), Uptime's 2023 PUE, Ember's 2023 world grid intensity and the
+    U.S. EIA's 2023 average industrial electricity price (8.06 cents per kWh, for owned GPUs)."""
     e = catalog.energy_defaults()
     assert e.waiting_fraction == pytest.approx(1018.4 / 3259.3, abs=5e-5)
     assert e.node_w == pytest.approx(448.31 + 830.22)
-    assert (e.pue, e.grid_g_per_kwh) == (1.58, 481.0)
+    assert (e.pue, e.grid_g_per_kwh, e.usd_per_kwh) == (1.58, 481.0, 0.0806)
+    table = catalog._read_toml("energy.toml")["electricity"]
+    assert "eia.gov" in table["source"] and "8.06 cents per kWh" in table["source"]
+
+
+def test_electricity_option_overrides_the_default_and_checks_its_bound():
+    d = catalog.energy_defaults()
+    assert with_options(d, None, None, "0.25").usd_per_kwh == 0.25
+    assert with_options(d, None, None, 0).usd_per_kwh == 0.0
+    assert with_options(d, None, None).usd_per_kwh == d.usd_per_kwh
+    for bad in (-1, math.nan, math.inf, "x", True, 10):
+        with pytest.raises(
+            BadInput, match=r"^--electricity '.*' must be a price in USD per kWh from 0 to below 10$"
+        ):
+            with_options(d, None, None, bad)
 
 
 def test_every_current_device_has_a_board_power():

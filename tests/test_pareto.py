@@ -50,7 +50,12 @@ def test_front_equals_exhaustive_non_dominated_set(net, budget, gpu):
     feas = full.feasible
     exact = _exact_front_2d(full.objectives[0, feas], full.objectives[1, feas])
     reported = {(p["time_to_train_s"], p["cost_usd"]) for p in data["front"]}
-    assert reported == exact
+    # every listed plan is on the exact front; every exact front point is listed or within 1% on
+    # both objectives of a listed one (planner/result/front.py merges it, and says so)
+    assert reported <= exact
+    for t_s, usd in exact - reported:
+        assert any(a <= t_s * 1.01 and b <= usd * 1.01 for a, b in reported), (t_s, usd)
+    assert len(exact) - len(reported) == data["search"]["front_merged"]
     # the search alone finds the front, but for at most one plan (the modern rules make near-ties
     # in time, e.g. nin on 8 GPUs: two plans 0.003% apart); the report answers from enumeration.
     # Times equal but for rounding (input-bound plans: 4e-13 s apart) count as one front point.

@@ -124,14 +124,18 @@ def test_default_h100_price_is_the_hand_computed_median():
     assert catalog.device("H100_SXM").price_usd_per_hour == p.usd_per_gpu_hour
 
 
-def test_a_provider_counts_once_with_its_cheapest_offer():
-    def row(provider, usd, gpus=1, kind="on-demand"):
-        return PriceRow("A100_80GB", provider, f"{provider}-{usd}", gpus, usd, kind, "r", "s", "2026-01")
+def row(provider, usd, gpus=1, kind="on-demand"):
+    """A made-up A100_80GB price row (instance named by provider and price)."""
+    return PriceRow("A100_80GB", provider, f"{provider}-{usd}", gpus, usd, kind, "r", "s", "2026-01")
 
+
+def test_a_provider_counts_once_with_its_cheapest_offer():
     rows = [row("a", 8.0), row("a", 16.0, gpus=8), row("b", 3.0), row("c", 5.0), row("c", 1.0, kind="spot")]
     # a: min(8.0, 16/8 = 2.0) = 2.0; b: 3.0; c: 5.0 (its spot row is another kind) -> median 3.0
     assert choose(rows, "A100_80GB") == pricing.Price(3.0, "median on-demand of 3 providers (a, b, c)")
-    assert choose(rows, "A100_80GB", "spot") == pricing.Price(1.0, "c spot")
+    # spot: c 1.0 (its spot row), a 2.0 and b 3.0 at on-demand (they publish no spot rate) -> 2.0
+    assert choose(rows, "A100_80GB", "spot").usd_per_gpu_hour == 2.0
+    assert choose(rows, "A100_80GB", "spot", keep=("c",)) == pricing.Price(1.0, "c spot")
     assert choose(rows, "A100_80GB", keep=("a", "c")).usd_per_gpu_hour == pytest.approx(3.5)
     assert choose(rows, "H100_SXM") is None
 
@@ -154,15 +158,26 @@ def test_provider_filter_restricts_devices_and_prices():
 
 def test_spot_pricing_and_price_override():
     prob = validate(OptimizeRequest("alexnet", pricing="spot", prices=("MI300X=1.0",), gpu="H100_SXM,MI300X"))
-    # H100 spot, each provider's cheapest: gcp min(a3-highgpu-1g 6.571, a3-highgpu-8g 50.6095408 / 8 =
-    # 6.3261926), coreweave 19.71 / 8 = 2.46375
-    assert prob.prices[0] == pytest.approx((50.6095408 / 8 + 19.71 / 8) / 2)
-    assert prob.price_sources == ("median spot of 2 providers (coreweave, gcp)", "your --price")
+    # H100 spot over the eight on-demand providers, each at its cheapest spot-or-on-demand rate: gcp
+    # spot min(a3-highgpu-1g 6.571, a3-highgpu-8g 50.6095408 / 8 = 6.3261926), coreweave spot
+    # 19.71 / 8 = 2.46375; on-demand aws 55.04 / 8 = 6.88, azure 12.29, lambda 3.99, runpod 3.99,
+    # crusoe 3.90, hyperstack 3.20. Sorted, the middle two are 3.99 and 3.99.
+    assert prob.prices[0] == pytest.approx(3.99)
+    assert prob.price_sources == (
+        "median of 8 providers (spot: coreweave, gcp; on-demand where no cheaper spot rate is "
+        "published: aws, azure, crusoe, hyperstack, lambda, runpod)",
+        "your --price",
+    )
     assert prob.prices[1] == 1.0
+    gcp_coreweave = validate(
+        OptimizeRequest("alexnet", pricing="spot", provider="gcp,coreweave", gpu="H100_SXM")
+    )
+    assert gcp_coreweave.prices[0] == pytest.approx((50.6095408 / 8 + 19.71 / 8) / 2)
+    assert gcp_coreweave.price_sources == ("median spot of 2 providers (coreweave, gcp)",)
     default = validate(OptimizeRequest("alexnet", pricing="spot"))
     spot = {r.device for r in catalog.price_rows() if r.pricing == "spot"}
     assert set(default.gpus) == {k for k in spot if not catalog.device(k).paleo}  # those with spot rows
-    assert len(default.gpus) == 9 and {"L4", "A100_40GB", "H100_PCIE", "RTX_A6000"} <= set(default.gpus)
+    assert len(default.gpus) == 8 and {"L4", "A100_40GB", "MI300X", "RTX_A6000"} <= set(default.gpus)
     assert not np.isnan(default.prices).any()
 
 
@@ -271,7 +286,7 @@ def test_row_counts_per_pricing_kind():
     calculator, generated 2026-07-30); no other provider's reserved rate with a term was found."""
     rows = catalog.price_rows()
     counts = {k: sum(r.pricing == k for r in rows) for k in pricing.PRICING_KINDS}
-    assert counts == {"on-demand": 66, "spot": 16, "reserved-1y": 7, "reserved-3y": 7}
+    assert counts == {"on-demand": 66, "spot": 15, "reserved-1y": 7, "reserved-3y": 7}
     reserved = [r for r in rows if r.pricing.startswith("reserved")]
     assert {r.provider for r in reserved} == {"gcp"}
     assert {r.device for r in reserved} == {"L4", "A100_40GB", "H100_SXM"}
@@ -325,8 +340,15 @@ def test_reserved_gcp_picks_the_one_year_row():
     assert three.price_sources == ("gcp reserved-3y",)
     default = validate(OptimizeRequest("alexnet", pricing="reserved"))
     assert set(default.gpus) == {"L4", "A100_40GB", "H100_SXM"}
-    # L4: g2-standard-4 325.07215214 / 730 = 0.44530 beats g2-standard-96 3680.73156336 / 730 / 8
-    assert default.prices[default.gpus.index("L4")] == pytest.approx(325.07215214 / 730, rel=1e-6)
+    # L4: gcp g2-standard-4 325.07215214 / 730 = 0.44530 beats g2-standard-96 3680.73156336 / 730 / 8;
+    # aws publishes no reserved rate, so it counts at its g6.xlarge on-demand 0.8048: median of the two
+    l4 = default.gpus.index("L4")
+    assert default.prices[l4] == pytest.approx((325.07215214 / 730 + 0.8048) / 2, rel=1e-6)
+    # H100: gcp's 1-year rate (7.6730) is above the eight-provider on-demand median, so the reserved
+    # median equals the on-demand one ((3.99 + 6.155) / 2) instead of exceeding it
+    h100 = default.gpus.index("H100_SXM")
+    assert default.prices[h100] == pytest.approx((3.99 + 49.24 / 8) / 2)
+    assert default.prices[h100] == pytest.approx(catalog.prices()["H100_SXM"].usd_per_gpu_hour)
 
 
 def test_optimize_with_reserved_pricing_runs_and_names_the_price(capsys, tmp_path):
@@ -351,3 +373,52 @@ def test_devices_priced_since_2026_11():
     assert prices["MI325X"] == pricing.Price(1.95, "tensorwave on-demand")
     for unpriced in ("RTX_3090", "MI250", "MI250X"):
         assert unpriced not in prices
+
+
+# ---- every spot and reserved rate against its provider's on-demand rate --------------------------
+
+
+def test_every_spot_and_reserved_row_has_its_instances_on_demand_row_and_is_not_dearer():
+    """Each spot and reserved row of the shipped table is checked against the on-demand row of the
+    same device, provider, instance and region (one cited rate each): it exists and is not dearer."""
+    checked = 0
+    for key, kinds in _by_kind().items():
+        for kind, usd in kinds.items():
+            if kind == "on-demand":
+                continue
+            assert "on-demand" in kinds, f"{kind} row without its on-demand row: {key}"
+            assert usd <= kinds["on-demand"], (key, kind, usd, kinds["on-demand"])
+            checked += 1
+    assert checked == 15 + 7 + 7  # every spot and reserved row
+
+
+@pytest.mark.parametrize("keep", [None, ("gcp",), ("aws", "gcp"), ("coreweave", "gcp", "lambda")])
+def test_a_term_price_is_never_dearer_than_on_demand_from_the_same_providers(keep):
+    """Per device and provider filter: spot and reserved medians run over the same providers as the
+    on-demand median, each provider at most its on-demand price, so the median is at most it too."""
+    rows = catalog.price_rows()
+    compared = 0
+    for device in dict.fromkeys(r.device for r in rows):
+        on_demand = choose(rows, device, "on-demand", keep)
+        for kind in ("spot", "reserved-1y", "reserved-3y"):
+            term = choose(rows, device, kind, keep)
+            if term is None:
+                continue
+            assert on_demand is not None, (device, kind, keep)
+            assert term.usd_per_gpu_hour <= on_demand.usd_per_gpu_hour, (device, kind, keep, term, on_demand)
+            compared += 1
+    assert compared > 0
+
+
+def test_a_provider_without_the_term_counts_at_its_on_demand_price():
+    """A median of the term over the providers that publish it alone compared a GCP-only rate with a
+    market median; the providers counted are the on-demand ones."""
+    rows = [row("a", 10.0), row("a", 7.0, kind="reserved-1y"), row("b", 4.0), row("c", 5.0)]
+    # on-demand: median(10, 4, 5) = 5; reserved: a 7 (its term), b 4, c 5 (on-demand) -> 5, not 7
+    assert choose(rows, "A100_80GB").usd_per_gpu_hour == 5.0
+    got = choose(rows, "A100_80GB", "reserved-1y")
+    assert got.usd_per_gpu_hour == 5.0
+    assert got.source == (
+        "median of 3 providers (reserved-1y: a; on-demand where no cheaper reserved-1y rate is published: b, c)"
+    )
+    assert choose(rows, "A100_80GB", "spot") is None  # nobody publishes spot: the device is not offered

@@ -147,3 +147,11 @@ def test_sweep_specs_take_tokens_sequence_and_batch_in_tokens(tmp_path):
     cells = load(path, tmp_path / "out").cells()
     assert [c.request.tokens for c in cells] == ["1T", "2e12"]  # YAML 1.1 reads 2e12 as text
     assert {(c.request.seq_len, c.request.global_batch_tokens) for c in cells} == {(4096, "2M")}
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "99999999999"])
+def test_bad_sequence_lengths_are_refused_not_defaulted(capsys, value):
+    for cmd in (["estimate", "llama3-8b"], ["optimize", "llama3-8b", "--budget", "8gpus"]):
+        assert main([*cmd, "--seq-len", value]) == 2
+        err = capsys.readouterr().err
+        assert f"--seq-len must be an integer from 1 to 16,777,216, got {value}" in err

@@ -173,13 +173,18 @@ def build_layers(desc: dict[str, Any]) -> dict[str, Any]:
     return layers
 
 
+# Longest sequence a request may ask for: 2**24 tokens, 16x the million-token contexts trained
+# today; beyond it activation sizes overflow nothing but answer no real question.
+MAX_SEQ_LEN = 2**24
+
+
 def with_seq_len(spec: dict[str, Any], seq_len: int, name: str) -> dict[str, Any]:
     """A transformer spec rebuilt at another sequence length (learned positions cap it)."""
     model = spec.get("model")
     if not isinstance(model, dict):
         raise SpecError(f"--seq-len applies to transformer nets; '{name}' is not one")
-    if seq_len < 1:
-        raise SpecError(f"--seq-len must be a positive integer, got {seq_len}")
+    if not 1 <= seq_len <= MAX_SEQ_LEN:
+        raise SpecError(f"--seq-len must be an integer from 1 to {MAX_SEQ_LEN:,}, got {seq_len}")
     m = dict(model)
     if m.get("positional", "learned") == "learned":
         m.setdefault("max_positions", m["seq_len"])

@@ -69,6 +69,14 @@ def optimize(
         float | None,
         typer.Option(help="Grid carbon intensity, gCO2 per kWh, for CO2 (default 481, world 2023)."),
     ] = None,
+    electricity: Annotated[
+        str | None,
+        typer.Option(
+            metavar="USD_PER_KWH",
+            help="Electricity price for --owned GPUs, USD per kWh at the meter (default 0.0806, U.S. "
+            "industrial 2023, see configs/energy.toml); rented prices include power.",
+        ),
+    ] = None,
     network: Annotated[
         str, typer.Option(help="Link between nodes (see `planner list networks`).")
     ] = defaults.NETWORK,
@@ -208,6 +216,7 @@ def _optimize_request(opts: dict):
         owned=tuple(opts.get("owned") or ()),
         pue=opts.get("pue"),
         grid_intensity=opts.get("grid_intensity"),
+        electricity=opts.get("electricity"),
         network=opts["network"],
         epochs=opts["epochs"],
         dataset_size=opts["dataset_size"],
@@ -270,6 +279,12 @@ def pareto(**opts) -> None:
         f"({data['evaluated']:,} evaluated, {data['feasible']:,} feasible)"
     )
     typer.echo(render.table(data["front"], cols, 2))
+    merged = data["search"].get("front_merged", 0)
+    if merged:
+        typer.echo(
+            f"Merged {merged} plan{'s' if merged > 1 else ''} within {data['search']['front_tolerance']:.0%} of a "
+            "listed plan on every objective into it (listed as its equivalents in run.json)."
+        )
     typer.echo(f"Report: {saved}/report.html (also report.md, pareto.csv, trials.csv, plan_<k>.json)")
 
 

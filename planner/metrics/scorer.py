@@ -3,7 +3,8 @@ constraint values, all vectorised.
 
 global_batch    = samples per optimizer step (GPUs x batch per GPU x microbatches), from costs/
 time_to_train_s = epochs x ceil(dataset / global batch) x iteration (optimizer step) time
-cost_usd        = GPUs x time_to_train_s / 3600 x price per GPU-hour (billed per second)
+cost_usd        = GPUs x time_to_train_s / 3600 x price per GPU-hour (billed per second), plus
+                  energy_kwh x electricity price for owned GPUs (a rented GPU's price includes power)
 throughput      = samples per second (maximised, so its objective value is negated)
 memory          = bytes needed on one GPU (see planner.metrics.memory)
 energy_kwh      = energy at the meter to train (costs.energy: board power while computing, a share
@@ -55,6 +56,7 @@ class Scorer:
     gpu_caps: np.ndarray | None = None  # (gpus in space,) most GPUs a plan may use (owned), inf: any
     tokens: object = None  # planner.request.tokens.Tokens of a transformer request, else None
     net_arg: str | None = None  # the net as the request names it (zoo name or file path)
+    kwh_usd: np.ndarray | None = None  # (gpus in space,) USD per kWh added to cost (owned), else 0
 
     def __post_init__(self) -> None:
         self._kwargs = self.model.kwargs(self.devices, self.links) if self.model else {}
@@ -93,6 +95,10 @@ class Scorer:
         g = cols["gpu"]
         power = self.energy.metrics(self.board_w[g], p.workers, nodes, total, r.compute, iters)
         caps = self.gpu_caps[g] if self.gpu_caps is not None else np.full(len(p), np.inf)
+        cost = ttt / 3600.0 * k * self.prices[g]
+        if self.kwh_usd is not None and self.kwh_usd.any():  # owned GPUs: their electricity
+            rate = self.kwh_usd[g]
+            cost = cost + np.where(rate > 0, power["energy_kwh"] * rate, 0.0)
         return {
             "gpus": p.workers,
             "per_node": p.gpus_per_node,
@@ -113,7 +119,7 @@ class Scorer:
             "iteration_s": total,
             "throughput_samples_s": global_batch / total,
             "time_to_train_s": ttt,
-            "cost_usd": ttt / 3600.0 * k * self.prices[g],
+            "cost_usd": cost,
             **power,
             "gpu_cap": caps,
             "memory_bytes": mem,
@@ -162,6 +168,7 @@ class Scorer:
             gpu_caps=problem.gpu_caps,
             tokens=problem.tokens,
             net_arg=req.net,
+            kwh_usd=problem.kwh_usd,
         )
 
     def objective_values(self, m: dict[str, np.ndarray], objectives: tuple[str, ...]) -> np.ndarray:

@@ -137,5 +137,7 @@ def price_notes(records: list[dict]) -> str:
     return (
         f"{len(records)} prices; {old} marked OLD were read more than 12 months ago: re-check them. "
         "Default price of a GPU: the median over providers of each one's cheapest on-demand price "
-        "(--provider, --pricing and --price change it). Sources: --format json."
+        "(--provider, --pricing and --price change it; under --pricing spot or reserved the same "
+        "providers count, each at that rate where it publishes one, on demand where not). "
+        "Sources: --format json."
     )

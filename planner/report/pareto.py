@@ -234,6 +234,14 @@ def _inputs_lines(data: dict) -> list[tuple[str, str]]:
                 f"{s['front_found_by_search']} of them",
             )
         )
+    if s.get("front_merged"):
+        rows.append(
+            (
+                "merged",
+                f"{s['front_merged']} plans within {s['front_tolerance']:.0%} of a listed plan on every "
+                "objective are merged into it (its equivalents in run.json; trials.csv lists every plan)",
+            )
+        )
     rows.append(("versions", ", ".join(f"{k} {v}" for k, v in data["versions"].items())))
     return rows
 

@@ -20,6 +20,7 @@ from planner.report.files import dumps, versions
 from planner.report.render import to_csv
 from planner.request.optimize import OptimizeRequest, request_dict
 from planner.result.explain import diagnose
+from planner.result.front import FRONT_TOLERANCE, thin
 from planner.result.records import PLAN_AXES, PLAN_BREAKDOWN, axis_columns, plan_record, scalar
 from planner.result.sensitivity import sensitivity
 from planner.search.certify import Outcome
@@ -177,10 +178,13 @@ def pareto_report(out: Outcome, req: OptimizeRequest) -> tuple[dict, dict[str, s
     if keep.size == 0:
         raise InfeasibleError(diagnose(scorer, out.parts()))
     front = [plan_record(scorer, src.cols, int(j), out.objectives) for j in keep]
+    search = {**out.search, **out.front_check(keep)}
+    listed, merged = thin(front)
+    search.update(front_tolerance=FRONT_TOLERANCE, front_merged=merged)
+    keep, front = keep[listed], [front[i] for i in listed]
     tornado = sensitivity(scorer, src.cols, int(keep[0]))  # the fastest front plan
     if tornado is not None:
         front[0]["sensitivity"] = tornado
-    search = {**out.search, **out.front_check(keep)}
     valid = src.objectives[0] < 1e29
     cols = {a: c[valid] for a, c in src.cols.items()}
     m = scorer.metrics(cols)

@@ -31,7 +31,7 @@ def table_columns(front: list[dict]) -> list[tuple[str, str]]:
         return TABLE
     at = [k for k, _ in TABLE].index("scheme") + 1
     return [
-        *TABLE[:at],
+        *[c for c in TABLE[:at] if c[0] != "parallel"],  # TP, PP, DP say how it is split
         *_LLM_TABLE,
         *TABLE[at:-2],
         ("tokens_per_s", "tokens/s"),

@@ -213,7 +213,10 @@ def _shown_headers(plans: list[dict]) -> list[tuple[str, str]]:
     neutral = {"tp": 1, "pp": 1, "zero": 0, "recompute": "none"}
     split = any(a.get("tp", 1) * a.get("pp", 1) > 1 for a in plans)
     shown = [(k, h) for k, h in HEADERS if k not in neutral or any(a.get(k) != neutral[k] for a in plans)]
-    return [(k, h) for k, h in shown if k != "dp" or split]
+    # a transformer's plans are split by their TP, PP and DP columns: the CNN "parallel" column
+    # (data or hybrid) would read "data" for every one of them
+    llm = any("tokens_per_s" in a for a in plans)
+    return [(k, h) for k, h in shown if (k != "dp" or split or llm) and not (llm and k == "parallel")]
 
 
 def _search_line(s: dict) -> str:

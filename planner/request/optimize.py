@@ -49,6 +49,7 @@ class OptimizeRequest:
     owned: tuple[str, ...] = ()  # DEVICE:COUNT[@USD_PER_GPU_HOUR]: your GPUs, priced 0 or at that rate
     pue: float | None = None  # data-centre PUE; None: configs/energy.toml's
     grid_intensity: float | None = None  # gCO2 per kWh; None: configs/energy.toml's
+    electricity: float | str | None = None  # USD per kWh for owned GPUs; None: configs/energy.toml's
     network: str = defaults.NETWORK
     epochs: float | None = None
     dataset_size: int | None = None
@@ -104,6 +105,7 @@ class Problem:
 
     energy: Energy | None = None  # energy parameters (defaults with --pue, --grid-intensity)
     gpu_caps: np.ndarray | None = None  # most GPUs per key of ``gpus`` (owned), inf: no cap
+    kwh_usd: np.ndarray | None = None  # USD per kWh charged per key of ``gpus``: owned ones, else 0
 
     def axis_option(self, name: str) -> str | None:
         """The user's text for a declared axis's option, or None when not given."""
@@ -278,8 +280,16 @@ def price_table(req: OptimizeRequest) -> tuple[dict, str]:
     return table, f"{kind} price" + (f" from {', '.join(keep)}" if keep else "")
 
 
+def _owned_source(n: int, rate: float, usd_per_kwh: float) -> str:
+    """Where an owned device's price comes from: its amortisation rate and electricity price."""
+    if not rate and not usd_per_kwh:
+        return f"owned ({n} GPUs, no marginal price)"
+    amortised = f"${rate:g}/GPU-h amortised" if rate else "no amortisation rate"
+    return f"owned ({n} GPUs, {amortised}, electricity ${usd_per_kwh:g}/kWh)"
+
+
 def _price_columns(
-    gpus, table: dict, overrides: dict[str, float], owned: dict[str, tuple[int, float]]
+    gpus, table: dict, overrides: dict[str, float], owned: dict[str, tuple[int, float]], usd_per_kwh: float
 ) -> tuple[np.ndarray, tuple[str, ...]]:
     """USD per GPU-hour per device (NaN when unknown) and where each comes from."""
     usd, src = [], []
@@ -287,9 +297,7 @@ def _price_columns(
         if k in owned:
             n, rate = owned[k]
             usd.append(rate)
-            src.append(
-                f"owned ({n} GPUs, " + (f"${rate:g}/GPU-h amortised)" if rate else "no marginal price)")
-            )
+            src.append(_owned_source(n, rate, usd_per_kwh))
         elif k in overrides:
             usd.append(overrides[k])
             src.append("your --price")
@@ -310,7 +318,7 @@ def validate(req: OptimizeRequest) -> Problem:
     _check_numbers(req)
     prices = parse_prices(req.prices)
     owned = parse_owned(req.owned)
-    energy = with_options(catalog.energy_defaults(), req.pue, req.grid_intensity)
+    energy = with_options(catalog.energy_defaults(), req.pue, req.grid_intensity, req.electricity)
     table, what = price_table(req)
     priced = {**prices, **{k: usd for k, (_, usd) in owned.items()}}
     gpus = select_gpus(req.gpu, priced, "cost" in objectives or max_usd is not None, table)
@@ -326,8 +334,10 @@ def validate(req: OptimizeRequest) -> Problem:
     if tokens is not None:
         tokens = replace(tokens, batch_source=batch_source)
     infos = tuple(catalog.device(k) for k in gpus)
-    usd, sources = _price_columns(gpus, table, prices, owned)
+    usd, sources = _price_columns(gpus, table, prices, owned, energy.usd_per_kwh)
     caps = np.array([owned[k][0] if k in owned else np.inf for k in gpus], dtype=float)
+    # an owned GPU's power is paid for on top of its amortisation; a rented GPU's price includes it
+    kwh_usd = np.array([energy.usd_per_kwh if k in owned else 0.0 for k in gpus], dtype=float)
     return Problem(
         request=req,
         objectives=objectives,
@@ -355,6 +365,7 @@ def validate(req: OptimizeRequest) -> Problem:
         energy=energy,
         gpu_caps=caps,
         tokens=tokens,
+        kwh_usd=kwh_usd,
     )
 
 

@@ -15,6 +15,7 @@ from planner.request.optimize import OptimizeRequest, request_dict
 from planner.result.confidence import confidence, reach
 from planner.result.degrees import degrees
 from planner.result.explain import baseline, diagnose, explain
+from planner.result.front import FRONT_TOLERANCE, thin
 from planner.result.records import plan_record
 from planner.result.sensitivity import sensitivity
 from planner.search.certify import Outcome
@@ -102,6 +103,9 @@ def _front(out: Outcome, alternatives: int) -> tuple[Scored, int, dict, list[dic
         raise InfeasibleError(diagnose(out.scorer, out.parts()))
     front = [plan_record(out.scorer, src.cols, int(j), out.objectives) for j in keep]
     out.search.update(out.front_check(keep))
+    listed, merged = thin(front)
+    out.search.update(front_tolerance=FRONT_TOLERANCE, front_merged=merged)
+    keep, front = keep[listed], [front[i] for i in listed]
     return src, int(keep[0]), front[0], front[1 : 1 + alternatives], front
 
 

@@ -80,6 +80,7 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         usable_memory_gb=float(m["device_memory_bytes"][0] * scorer.limits.memory_fraction / 1e9),
         gpu_hours=float(m["gpus"][0] * m["time_to_train_s"][0] / 3600),
     )
+    rec.update(_owned_fields(scorer, g, m))
     rec.update(_transformer_fields(scorer, m))
     vals = scorer.objective_values(m, objectives)[:, 0]
     rec["objective"] = float(vals[0]) if len(vals) == 1 else [float(v) for v in vals]
@@ -93,6 +94,17 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         rec["iteration_ms_range"] = [rec["iteration_ms"] / hi, rec["iteration_ms"] / lo]
         rec["time_to_train_s_range"] = [rec["time_to_train_s"] / hi, rec["time_to_train_s"] / lo]
     return rec
+
+
+def _owned_fields(scorer: Scorer, g: int, m: dict) -> dict:
+    """An owned device's electricity: its price (USD per kWh) and the share of cost_usd it makes."""
+    if scorer.gpu_caps is None or not np.isfinite(scorer.gpu_caps[g]):
+        return {}
+    usd_per_kwh = float(scorer.kwh_usd[g]) if scorer.kwh_usd is not None else 0.0
+    return dict(
+        electricity_usd_per_kwh=usd_per_kwh,
+        electricity_cost_usd=_number(m["energy_kwh"][0] * usd_per_kwh),
+    )
 
 
 def _transformer_fields(scorer: Scorer, m: dict) -> dict:

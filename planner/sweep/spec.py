@@ -46,6 +46,7 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "owned": (list,),  # ["A100_80GB:16", "H100_SXM:8@1.10"]
     "pue": (int, float),
     "grid_intensity": (int, float),  # gCO2 per kWh
+    "electricity": (int, float),  # USD per kWh for owned GPUs
     "network": (str,),
     "epochs": (int, float),
     "dataset_size": (int,),
