@@ -104,7 +104,7 @@ def test_pareto_equals_the_command(capsys, tmp_path):
     api = planner.pareto("alexnet", budget="16gpus", out=tmp_path / "api")
     cli = _cli_json(capsys, ["pareto", "alexnet", "--budget", "16gpus", "--out", str(tmp_path / "cli")])
     assert _same([p.to_dict() for p in api.front], cli["front"])
-    assert api.objectives == ("time", "cost") and len(api.front) >= 2
+    assert api.objectives == ("time", "cost") and len(api.front) >= 1
     assert api.feasible <= api.evaluated
     written = sorted(p.name for p in (tmp_path / "api").iterdir())
     assert written == sorted(p.name for p in (tmp_path / "cli").iterdir())
