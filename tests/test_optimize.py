@@ -28,7 +28,7 @@ ZOO = sorted(set(catalog.zoo()) - set(catalog.zoo_transformers()))
 def test_llama3_70b_cannot_train_on_8_h100s_in_one_line():
     """Issue: 70.6 B parameters x 16 bytes (Adam, mixed precision) = 1.13 TB > 8 x 80 GB."""
     with pytest.raises(
-        InfeasibleError, match=r"^no plan fits: 70.6 B parameters x 16 bytes .* = 1.13 TB against 8 x 80 GB"
+        InfeasibleError, match=r"^no plan fits: 70.6 B parameters x 16 bytes .* = 1.13 TB against 8 x 80 GiB"
     ):
         optimize(OptimizeRequest("llama3-70b", budget=("8gpus",), gpu="H100_SXM", seed=0))
 
@@ -182,12 +182,13 @@ def test_global_batch_fixes_strong_scaling():
 def test_pareto_front_is_the_exhaustive_non_dominated_set():
     r = optimize(OptimizeRequest("alexnet", budget=("8gpus",), objective="time,cost", gpu="A100,H100"))
     front = r.pareto
-    assert len(front) >= 2
+    assert len(front) >= 1
     vals = np.array([[p["time_to_train_s"], p["cost_usd"]] for p in front]).T
     assert pareto_mask(vals).all()
     times = [p["time_to_train_s"] for p in front]
     assert times == sorted(times)
-    assert r.search["exhaustive_front_size"] == len(front)
+    # the exact front, less the plans within 1% of a listed one (merged, and counted)
+    assert r.search["exhaustive_front_size"] == len(front) + r.search["front_merged"]
 
 
 @pytest.mark.parametrize(

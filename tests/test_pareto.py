@@ -140,7 +140,7 @@ def test_report_data_is_pure_and_explains_each_plan():
     why = [p["why"] for p in data["front"]]
     assert "is the fastest plan" in why[0] and "whole GPU budget (64 GPUs)" in why[0]
     assert "takes 100% longer than P1 for 50% less money" in why[1] and "70% of its 100.0 ms" in why[1]
-    assert "10.0 of 80 GB" in why[2] or "70.0 of 80 GB" in why[2]
+    assert "70.0 of 80.0 GB (75 GiB) per GPU" in why[2]
     assert "is the cheapest plan" in why[3]
     c = data["cloud"]["counts"]
     assert c["feasible"] == 5 and c["infeasible"] == 1  # the NaN plan has no position

@@ -275,7 +275,7 @@ def pareto(**opts) -> None:
         cols[4:4] = [("tp", "TP"), ("pp", "PP"), ("dp", "DP"), ("zero", "ZeRO"), ("recompute", "recompute")]
         cols[-1:-1] = [("tokens_per_s", "tokens/s"), ("mfu", "MFU")]
     typer.echo(
-        f"Pareto front of {req.net}: {len(data['front'])} plans "
+        f"Pareto front of {req.net}: {len(data['front'])} plan{'s' if len(data['front']) != 1 else ''} "
         f"({data['evaluated']:,} evaluated, {data['feasible']:,} feasible)"
     )
     typer.echo(render.table(data["front"], cols, 2))

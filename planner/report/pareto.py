@@ -98,7 +98,7 @@ def _why(p: dict, i: int, front: list[dict]) -> str:
         detail = " and ".join(text[b] for b in limits)
     elif kind == "memory-bound":
         detail = (
-            f"it needs {p['memory_gb']:.1f} of {p['device_memory_gb']:.0f} GB per GPU, "
+            f"it needs {p['memory_gb']:.1f} of {p['device_memory_gb']:.1f} GB ({p['device_memory_gb'] * 1e9 / 2**30:.0f} GiB) per GPU, "
             "so a larger batch per GPU would not fit"
         )
     elif kind == "input-bound":

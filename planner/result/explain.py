@@ -38,7 +38,7 @@ def explain(best: dict, baseline: dict) -> list[str]:
         "owned_gpus": f"the GPUs you own bind: it uses all {best['gpus']} {best['gpu']}",
         "budget_usd": "the money budget binds",
         "deadline": "the deadline binds",
-        "memory": f"memory binds: {best['memory_gb']:.1f} of {best['device_memory_gb']:.0f} GB per GPU"
+        "memory": f"memory binds: {best['memory_gb']:.1f} of {best['device_memory_gb']:.1f} GB ({best['device_memory_gb'] * 1e9 / 2**30:.0f} GiB) per GPU"
         + (
             f" ({best['usable_memory_gb']:.1f} GB usable: --memory-headroom)"
             if "usable_memory_gb" in best
@@ -97,7 +97,7 @@ def _states(scorer: Scorer) -> str:
     mem = float(scorer.devices.memory_bytes.max())
     return (
         f"{params / 1e9:,.1f} B parameters x {per:.0f} bytes ({scorer.optimizer}: weights, gradients, "
-        f"optimizer states) = {params * per / 1e12:,.2f} TB against {gpus} x {mem / 1e9:,.0f} GB = "
+        f"optimizer states) = {params * per / 1e12:,.2f} TB against {gpus} x {mem / 2**30:,.0f} GiB = "
         f"{gpus * mem / 1e12:,.2f} TB; "
     )
 
@@ -109,7 +109,7 @@ def _why_none(name: str, lim, sel: dict, scorer: Scorer) -> str:
         "memory": lambda: (
             f"no plan fits: {_states(scorer)}the smallest plan needs "
             f"{sel['memory_bytes'].min() / 1e9:.1f} GB per GPU, the "
-            f"largest GPU allowed has {scorer.devices.memory_bytes.max() / 1e9:.0f} GB "
+            f"largest GPU allowed has {scorer.devices.memory_bytes.max() / 2**30:.0f} GiB "
             f"({lim.memory_fraction:.0%} usable)"
         ),
         "budget_usd": lambda: (

@@ -36,19 +36,24 @@ def thin(front: list[dict], tol: float = FRONT_TOLERANCE) -> tuple[list[int], in
     kept: list[int] = []
     merged = 0
     vals = [np.atleast_1d(np.asarray(r["objective"], dtype=float)) for r in front]
+
+    def absorb(into: int, gone: int) -> None:
+        front[into].setdefault("equivalents", []).extend(
+            [_words(front[gone]), *front[gone].pop("equivalents", [])]
+        )
+
     for j, v in enumerate(vals):
-        for pos, i in enumerate(kept):
-            if not _covers(vals[i], v, tol):
-                continue
+        cover = next((i for i in kept if _covers(vals[i], v, tol)), None)
+        if cover is not None and not (
+            _covers(v, vals[cover], tol) and _layout(front[j]) < _layout(front[cover])
+        ):
+            absorb(cover, j)
             merged += 1
-            if _covers(v, vals[i], tol) and _layout(front[j]) < _layout(front[i]):
-                front[j].setdefault("equivalents", []).extend(
-                    [_words(front[i]), *front[i].pop("equivalents", [])]
-                )
-                kept[pos] = j  # the smaller layout stands for both
-            else:
-                front[i].setdefault("equivalents", []).append(_words(front[j]))
-            break
-        else:
-            kept.append(j)
+            continue
+        # j is listed: it stands for every listed plan it covers (ties: the smaller layout, j)
+        for i in [i for i in kept if _covers(v, vals[i], tol)]:
+            kept.remove(i)
+            absorb(j, i)
+            merged += 1
+        kept.append(j)
     return sorted(kept, key=lambda i: vals[i][0]), merged
