@@ -34,6 +34,7 @@ from costs.hardware import PRECISIONS
 from planner import catalog
 from planner.calibrate import flops
 from planner.errors import BadInput, PlannerError
+from planner.paths import user_file
 
 REQUIRED = (
     "source",
@@ -276,7 +277,7 @@ def load(path: str | Path) -> list[Run]:
     """Every run of a measurements CSV, validated (see the module docstring)."""
     name = str(path)
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        with open(user_file(path), newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
             header = reader.fieldnames or []
             missing = [c for c in REQUIRED if c not in header]

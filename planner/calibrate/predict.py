@@ -62,7 +62,7 @@ class RunTable:
         groups = []
         for net, seq in dict.fromkeys((r.net, r.seq_len or 0) for r in self.runs):
             rows = np.array([i for i, r in enumerate(self.runs) if (r.net, r.seq_len or 0) == (net, seq)])
-            costs = catalog.net_costs(net, rules, algorithm, seq)
+            costs = catalog.net_costs(net, rules, algorithm, seq or None)  # 0: the spec's own
             plans_ = self._plans(costs, [self.runs[i] for i in rows])
             groups.append(_NetGroup(rows, costs, plans_, "model" in costs.net.meta))
         self.groups = tuple(groups)

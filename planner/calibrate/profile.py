@@ -31,6 +31,7 @@ from costs.hardware import PRECISIONS, TENSOR_FP16_RATIO
 from costs.modern.efficiency import Efficiency
 from planner import catalog
 from planner.errors import BadInput
+from planner.paths import user_file
 
 OVERHEADS = ("host_per_kernel_us", "kernel_min_us", "iteration_us")
 _FIELD = {
@@ -236,7 +237,7 @@ def from_dict(data: dict, name: str) -> Profile:
 def load(path: str | Path) -> Profile:
     """Read a profile file (``--calibration F``); one-line errors for unreadable files."""
     try:
-        with open(path, "rb") as fh:
+        with open(user_file(path), "rb") as fh:
             data = tomllib.load(fh)
     except OSError as exc:
         raise BadInput(f"--calibration {path}: {exc.strerror}") from None

@@ -147,65 +147,10 @@ def estimate(
     ] = None,
 ) -> None:
     """Predicted step time per worker count and AllReduce scheme (modern rules, or a PALEO rule set): a scaling table."""
-    from costs.comm import schemes as comm
     from planner.estimate.estimate import estimate as run
     from planner.report import render
-    from planner.request.estimate import EstimateRequest
-    from planner.request.parse import parse_int_list
 
-    schemes = _schemes(scheme, rules.value, comm.SCHEME_NAMES)
-    if plan is not None:
-        from dataclasses import replace
-
-        from planner.request.estimate import request_from_plan
-
-        req = replace(
-            request_from_plan(plan, net),
-            pue=pue,
-            grid_intensity=grid_intensity,
-            memory_headroom=memory_headroom,
-        )
-    elif net is None:
-        from planner.errors import BadInput
-
-        raise BadInput("estimate needs NET (a zoo name or a spec file) or --plan FILE")
-    else:
-        req = EstimateRequest(
-            net=net,
-            device=device,
-            network=network,
-            batch=batch,
-            workers=parse_int_list(workers, "--workers"),
-            scaling=scaling.value,
-            schemes=schemes,
-            ppp_comp=ppp_comp,
-            ppp_comm=ppp_comm,
-            pipeline=pipeline,
-            parallel=parallel.value,
-            rules=rules.value,
-            conv_algorithm=conv_algorithm.value,
-            precision=precision.value,
-            gpus_per_node=gpus_per_node,
-            split=split,
-            accumulation=accumulation,
-            calibration=calibration,
-            optimizer=optimizer,
-            data_loader=data_loader,
-            tp=tp,
-            pp=pp,
-            zero=zero,
-            recompute=recompute,
-            sp=sp,
-            tp_overlap=tp_overlap,
-            ep=ep,
-            interleave=interleave,
-            memory_headroom=memory_headroom,
-            microbatch=microbatch,
-            global_batch=global_batch,
-            seq_len=seq_len,
-            pue=pue,
-            grid_intensity=grid_intensity,
-        )
+    req = _estimate_request(locals())
     records = run(req)
     if format is Fmt.json:
         typer.echo(render.to_json(records))
@@ -241,6 +186,69 @@ def estimate(
                 f"each total x {lo:.2f} to {hi:.2f}, "
                 f"e.g. {r0['total_ms']:,.2f} ms ({r0['total_ms_range'][0]:,.2f}-{r0['total_ms_range'][1]:,.2f} ms)"
             )
+
+
+def _estimate_request(o: dict):
+    """The EstimateRequest of `planner estimate`'s options ``o`` (the command's parameters; the
+    Python API's :func:`planner.api.estimate` builds its request here too)."""
+    from costs.comm import schemes as comm
+    from planner.request.estimate import EstimateRequest
+    from planner.request.parse import parse_int_list
+
+    schemes = _schemes(o["scheme"], o["rules"].value, comm.SCHEME_NAMES)
+    if o["plan"] is not None:
+        from dataclasses import replace
+
+        from planner.request.estimate import request_from_plan
+
+        req = replace(
+            request_from_plan(o["plan"], o["net"]),
+            pue=o["pue"],
+            grid_intensity=o["grid_intensity"],
+            memory_headroom=o["memory_headroom"],
+        )
+    elif o["net"] is None:
+        from planner.errors import BadInput
+
+        raise BadInput("estimate needs NET (a zoo name or a spec file) or --plan FILE")
+    else:
+        req = EstimateRequest(
+            net=o["net"],
+            device=o["device"],
+            network=o["network"],
+            batch=o["batch"],
+            workers=parse_int_list(o["workers"], "--workers"),
+            scaling=o["scaling"].value,
+            schemes=schemes,
+            ppp_comp=o["ppp_comp"],
+            ppp_comm=o["ppp_comm"],
+            pipeline=o["pipeline"],
+            parallel=o["parallel"].value,
+            rules=o["rules"].value,
+            conv_algorithm=o["conv_algorithm"].value,
+            precision=o["precision"].value,
+            gpus_per_node=o["gpus_per_node"],
+            split=o["split"],
+            accumulation=o["accumulation"],
+            calibration=o["calibration"],
+            optimizer=o["optimizer"],
+            data_loader=o["data_loader"],
+            tp=o["tp"],
+            pp=o["pp"],
+            zero=o["zero"],
+            recompute=o["recompute"],
+            sp=o["sp"],
+            tp_overlap=o["tp_overlap"],
+            ep=o["ep"],
+            interleave=o["interleave"],
+            memory_headroom=o["memory_headroom"],
+            microbatch=o["microbatch"],
+            global_batch=o["global_batch"],
+            seq_len=o["seq_len"],
+            pue=o["pue"],
+            grid_intensity=o["grid_intensity"],
+        )
+    return req
 
 
 @app.command()

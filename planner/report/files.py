@@ -16,10 +16,10 @@ def versions() -> dict:
     import numpy
     import optuna
 
-    import planner
+    from planner._version import __version__
 
     return {
-        "planner": planner.__version__,
+        "planner": __version__,
         "python": platform.python_version(),
         "numpy": numpy.__version__,
         "optuna": optuna.__version__,

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planner.errors import PlannerError
+from planner.paths import user_file
 from planner.request.optimize import OptimizeRequest
 from planner.space.axes import OPTIONS
 
@@ -245,7 +246,7 @@ def _check_cells(spec: SweepSpec) -> None:
 
 def load(path: str | Path, results: str | Path | None = None) -> SweepSpec:
     """Read and validate a spec; every cell's request is checked (names, budgets, ...) too."""
-    path = Path(path)
+    path = user_file(path)
     raw = _read(path)
     _check_top(path, raw)
     grid, options = raw.get("grid"), raw.get("options") or {}
