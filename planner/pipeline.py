@@ -12,7 +12,6 @@ and print or store what they return; `planner estimate` has its own short path
 from __future__ import annotations
 
 from planner.metrics.scorer import Scorer
-from planner.report.pareto_files import check_objectives, pareto_report
 from planner.request.optimize import OptimizeRequest, validate
 from planner.result.optimize import Result, needs, result
 from planner.search.certify import search_and_certify
@@ -41,6 +40,11 @@ def pareto(req: OptimizeRequest) -> tuple[dict, dict[str, str]]:
     """`planner pareto`: a two- or three-objective search written up as report files.
     Raises :class:`~planner.errors.InfeasibleError` before anything is written when no plan is
     feasible."""
+    from planner.report.pareto_files import (
+        check_objectives,
+        pareto_report,
+    )  # only `planner pareto` writes them
+
     check_objectives(req.objective)
     scorer, objectives = build(req)
     # An enumerated space keeps every plan (trials.csv lists them, the chart draws them) up to
