@@ -14,26 +14,30 @@ from __future__ import annotations
 import numpy as np
 
 from planner.metrics.scorer import Scorer
-from planner.search import valid
+from planner.search import groups, valid
 from planner.search.scored import Scored, front_indices, ranked, score
 from planner.search.stream import take
 
 SAMPLE_SIZE = 1 << 16  # valid plans drawn (about 0.1 s to score)
-KEEP = 64  # the sample's best plans kept as starts (one objective); its front (several)
+KEEP = 64  # the sample's best plans kept (one objective) besides each group's leader; its front (several)
 
 
 def sample(
     scorer: Scorer, objectives: tuple[str, ...], seed: int, core: valid.Core, n: int = SAMPLE_SIZE
 ) -> Scored | None:
     """``n`` uniform draws among the valid plans (``core``: the space's), scored; only their
-    best :data:`KEEP` feasible plans (one objective) or their front (several) are returned, as
-    starts for refinement. None for a space of at most ``n`` valid plans: the sample would be
-    most of it, and such a space is enumerated by default."""
+    best :data:`KEEP` feasible plans and each (GPU type, count) group's leading plan
+    (:func:`planner.search.groups.leaders`) are returned with one objective, their front with
+    several, as starts for the group search and refinement. None for a space of at most ``n``
+    valid plans: the sample would be most of it, and such a space is enumerated by default."""
     space = scorer.space
     if core.count <= n:
         return None
     cols = core.draw(space, n, np.random.default_rng(seed))
     _, first = np.unique(valid.numbers(space, cols), return_index=True)
     s = score(scorer, {a: c[first] for a, c in cols.items()}, objectives)
-    best = ranked(s)[:KEEP] if len(objectives) == 1 else front_indices(s)
-    return take(s, best)
+    if len(objectives) > 1:
+        return take(s, front_indices(s))
+    # the best plans, and each hardware group's leading plan: feasible or, under a deadline or
+    # memory limit no drawn plan meets, the one that misses it least (a seed for the group search)
+    return take(s, np.union1d(ranked(s)[:KEEP], groups.leaders(s)))

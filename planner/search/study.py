@@ -18,7 +18,7 @@ import numpy as np
 
 from planner.errors import BadInput, PlannerError
 from planner.metrics.scorer import Scorer
-from planner.search import shared, valid
+from planner.search import groups, shared, valid
 from planner.search.refine import refine, refine_front
 from planner.search.sample import sample
 from planner.search.scored import Scored, best_index, front_indices, merge, score
@@ -194,9 +194,12 @@ def run(
         raise PlannerError(f"study '{study.study_name}' has no completed trial to answer from")
     arr = np.array(sorted(keys), dtype=np.int64).T
     found = score(scorer, dict(zip(scorer.space.names, arr, strict=True)), objectives)
-    drawn = sample(scorer, objectives, stats.seed, core or valid.core(scorer.space))
+    core = core or valid.core(scorer.space)
+    drawn = sample(scorer, objectives, stats.seed, core)
     if drawn is not None:
         found = merge([found, drawn])
+    if len(objectives) == 1:
+        found = groups.search(scorer, objectives, found, core)
     if refine_result:
         found = (refine if len(objectives) == 1 else refine_front)(scorer, objectives, found, stats)
         _remember_refined(scorer.space, study, found, objectives)
