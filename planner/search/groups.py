@@ -21,6 +21,7 @@ import numpy as np
 from planner.metrics.scorer import Scorer
 from planner.search import valid
 from planner.search.scored import INVALID, Scored, merge, ranked, score
+from planner.search.stream import take
 
 AXES = ("gpu", "gpus")  # a group: one GPU type and count
 STARTS = 8  # groups scored first
@@ -54,11 +55,12 @@ def plans(space, core: valid.Core, key: tuple[int, ...]) -> dict[str, np.ndarray
     return out
 
 
-def _keys(s: Scored) -> np.ndarray:
-    return np.stack([s.cols[a] for a in AXES], axis=1)
+def _group_ids(space, s: Scored) -> np.ndarray:
+    """Each plan's group as one integer (GPU type x GPU counts + count)."""
+    return s.cols["gpu"] * len(space.choices("gpus")) + s.cols["gpus"]
 
 
-def leaders(s: Scored) -> np.ndarray:
+def leaders(space, s: Scored) -> np.ndarray:
     """The leading plan of each group among ``s``'s valid plans, best group first: groups by
     their best feasible plan, then groups with no feasible plan by their plan with the smallest
     worst relative constraint violation (how far it misses a deadline, memory, ...)."""
@@ -66,14 +68,12 @@ def leaders(s: Scored) -> np.ndarray:
     worst = s.constraints.max(axis=0) if s.constraints.size else np.zeros(len(s))
     infeasible = np.flatnonzero((s.objectives[0] < INVALID) & ~s.feasible)
     order = np.concatenate([feasible, infeasible[np.argsort(worst[infeasible], kind="stable")]])
-    _, first = np.unique(_keys(s)[order], axis=0, return_index=True)
+    _, first = np.unique(_group_ids(space, s)[order], return_index=True)
     return order[np.sort(first)]
 
 
-def _ranked_groups(s: Scored) -> list[tuple[int, ...]]:
-    """Groups of ``s``'s valid plans, best first (:func:`leaders`)."""
-    keys = _keys(s)
-    return [tuple(int(x) for x in keys[j]) for j in leaders(s)]
+def _key(s: Scored, j: int) -> tuple[int, int]:
+    return int(s.cols["gpu"][j]), int(s.cols["gpus"][j])
 
 
 JUMPS = (0.5, 0.75, 1.5, 2.0)  # GPU-count factors tried besides the next counts
@@ -101,18 +101,22 @@ def search(scorer: Scorer, objectives: tuple[str, ...], found: Scored, core: val
     if any(a not in space.names for a in AXES) or len(found) == 0:
         return found
     pool = [found]
-    done: set[tuple[int, ...]] = set()
+    lead = take(found, leaders(space, found))  # one plan per group seen, best group first
+    done: set[tuple[int, int]] = set()
     spent = 0
-    todo = _ranked_groups(found)[:STARTS]
+    todo = [_key(lead, j) for j in range(min(STARTS, len(lead)))]
     best = None
     while todo and spent < BUDGET:
         for key in todo:
             done.add(key)
             cols = plans(space, core, key)
             if len(cols[AXES[0]]):
-                pool.append(score(scorer, cols, objectives))
-                spent += len(cols[AXES[0]])
-        order = _ranked_groups(merge(pool))
+                s = score(scorer, cols, objectives)
+                pool.append(s)
+                lead = merge([lead, take(s, leaders(space, s))])
+                spent += len(s)
+        lead = take(lead, leaders(space, lead))
+        order = [_key(lead, j) for j in range(len(lead))]
         if order[0] == best:
             break
         best = order[0]

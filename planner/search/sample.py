@@ -40,4 +40,4 @@ def sample(
         return take(s, front_indices(s))
     # the best plans, and each hardware group's leading plan: feasible or, under a deadline or
     # memory limit no drawn plan meets, the one that misses it least (a seed for the group search)
-    return take(s, np.union1d(ranked(s)[:KEEP], groups.leaders(s)))
+    return take(s, np.union1d(ranked(s)[:KEEP], groups.leaders(scorer.space, s)))
