@@ -26,7 +26,7 @@ from planner.search.stream import take
 AXES = ("gpu", "gpus")  # a group: one GPU type and count
 STARTS = 8  # groups scored first
 TYPES = 3  # GPU types whose plans at the best group's count are tried
-BUDGET = 400_000  # plans scored in whole groups per search (about 0.3 s of transformer plans)
+BUDGET = 160_000  # plans scored in whole groups per search (about 0.2 s of transformer plans)
 
 
 def plans(space, core: valid.Core, key: tuple[int, ...]) -> dict[str, np.ndarray]:
