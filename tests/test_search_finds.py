@@ -183,3 +183,30 @@ def test_small_space_is_enumerated_and_says_so(capsys, tmp_path):
         == 0
     )
     assert "TPESampler seed 0, 200 trials" in capsys.readouterr().out
+
+
+def test_search_line_says_what_answered():
+    """The "Search:" line names what found the answer: the enumeration alone, the search
+    certified by it (its gap), or the enumeration where the search found no feasible plan."""
+    from planner.report.text import _search_line
+
+    common = {"sampler": "TPESampler", "seed": 0, "trials": 200, "evaluated_plans": 900, "seconds": 0.5}
+    line = _search_line(
+        {**common, "method": "search", "exhaustive_optimum": 1.0, "exhaustive_plans": 800, "gap": 0.0}
+    )
+    assert "exhaustive optimum over 800 plans: the search was 0.00% from it" in line
+    line = _search_line(
+        {**common, "method": "search", "exhaustive_optimum": 1.0, "exhaustive_plans": 800, "gap": None}
+    )
+    assert "the search found no feasible plan, the enumeration of 800 plans did" in line
+    enum = {
+        **common,
+        "method": "enumeration",
+        "sampler": None,
+        "trials": 0,
+        "valid_plans": 800,
+        "space_size": 2000,
+    }
+    line = _search_line({**enum, "exhaustive_optimum": 1.0, "gap": 0.0})
+    assert line.startswith("Search: exhaustive: every one of the 800 valid plans (of 2,000 combinations)")
+    assert "exact optimum" in line and "TPE" not in line
