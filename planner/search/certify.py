@@ -45,10 +45,13 @@ class Outcome:
     enumerated: Enumerated | None = None
 
     def front_check(self, keep: np.ndarray) -> dict:
-        """When the space was enumerated: the exact front's size and how much of it the search
-        found (a front plan counts as found when the search scored a plan with its objectives)."""
+        """When the space was enumerated: the exact front's size and, when a search ran, how much
+        of it the search found (a front plan counts as found when the search scored a plan with
+        its objectives)."""
         if self.full is None:
             return {}
+        if self.search.get("method") == "enumeration":  # no search ran: the front is exact
+            return {"exhaustive_front_size": int(keep.size)}
         got = self.found.objectives[:, self.found.feasible]  # (n_obj, found)
         exact = self.evaluated.objectives[:, keep]  # (n_obj, front)
         hit = np.isclose(exact[:, :, None], got[:, None, :], rtol=1e-12, atol=0).all(axis=0).any(axis=1)
