@@ -12,14 +12,14 @@ and print or store what they return; `planner estimate` has its own short path
 from __future__ import annotations
 
 from planner.metrics.scorer import Scorer
-from planner.report.pareto_files import check_objectives, pareto_report
 from planner.request.optimize import OptimizeRequest, validate
 from planner.result.optimize import Result, needs, result
+from planner.search import valid
 from planner.search.certify import search_and_certify
 from planner.search.stream import Keep
 from planner.space.space import build as build_space
 
-PARETO_KEEP_ALL = 1_000_000  # combinations of a space whose every plan a Pareto report keeps
+PARETO_KEEP_ALL = 1_000_000  # valid plans of a space whose every plan a Pareto report keeps
 
 
 def build(req: OptimizeRequest) -> tuple[Scorer, tuple[str, ...]]:
@@ -41,11 +41,16 @@ def pareto(req: OptimizeRequest) -> tuple[dict, dict[str, str]]:
     """`planner pareto`: a two- or three-objective search written up as report files.
     Raises :class:`~planner.errors.InfeasibleError` before anything is written when no plan is
     feasible."""
+    from planner.report.pareto_files import (
+        check_objectives,
+        pareto_report,
+    )  # only `planner pareto` writes them
+
     check_objectives(req.objective)
     scorer, objectives = build(req)
     # An enumerated space keeps every plan (trials.csv lists them, the chart draws them) up to
-    # PARETO_KEEP_ALL combinations; a larger one keeps its exact front and the search's plans,
+    # PARETO_KEEP_ALL valid plans; a larger one keeps its exact front and the search's plans,
     # so memory stays bounded whatever the space.
-    keep = None if scorer.space.raw_size <= PARETO_KEEP_ALL else Keep()
+    keep = None if valid.core(scorer.space).count <= PARETO_KEEP_ALL else Keep()
     outcome = search_and_certify(scorer, objectives, req, keep=keep)
     return pareto_report(outcome, req)

@@ -142,8 +142,10 @@ def test_json_output_contract(capsys, tmp_path):
         assert key in best, key
     assert best["gpus"] <= 16 and best["global_batch"] == best["gpus"] * best["batch_per_worker"]
     s = data["search"]
-    assert s["sampler"] == "TPESampler" and s["seed"] == 0 and s["trials"] == 200
-    assert s["evaluated_plans"] > 0 and "exhaustive_optimum" in s and "gap" in s
+    # the main job's space (47,568 valid plans) is enumerated outright: no sampler, no trials
+    assert s["method"] == "enumeration" and s["sampler"] is None and s["seed"] == 0 and s["trials"] == 0
+    assert s["valid_plans"] == s["exhaustive_plans"] == 47_568 and s["evaluated_plans"] >= 47_568
+    assert s["gap"] == 0.0 and math.isclose(best["objective"], s["exhaustive_optimum"], rel_tol=1e-12)
     saved = json.loads((tmp_path / "run" / "run.json").read_text())
     assert saved["best"] == best and saved["request"]["seed"] == 0 and "versions" in saved
 
@@ -308,7 +310,8 @@ def test_table_output_explains(capsys, tmp_path):
     assert main(["optimize", "alexnet", "--budget", "16gpus", "--out", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "Best plan for alexnet" in out and "Why it wins:" in out and "Reproduce: planner estimate" in out
-    assert "exhaustive optimum" in out and (tmp_path / "r" / "run.json").is_file()
+    assert "Search: exhaustive: every one of the 47,568 valid plans" in out and "exact optimum" in out
+    assert (tmp_path / "r" / "run.json").is_file()
 
 
 def test_price_overrides():

@@ -156,7 +156,11 @@ def optimize(
         str | None, typer.Option(help="Study name in --storage (default: derived from the request).")
     ] = None,
     exhaustive: Annotated[
-        str, typer.Option(help="auto: enumerate the space when small and report the gap; always; never.")
+        str,
+        typer.Option(
+            help="auto: enumerate a space of at most 1M valid plans instead of searching it; always: search, then "
+            "enumerate and report the search's gap; never: search only."
+        ),
     ] = "auto",
     out: Annotated[
         str | None, typer.Option(help="Run folder (default results/<timestamp>_<net>_<budget>/).")

@@ -12,17 +12,23 @@ from pathlib import Path
 
 
 def versions() -> dict:
-    """Versions a run depends on, recorded with its outputs."""
+    """Versions a run depends on, recorded with its outputs (Optuna's from its package metadata:
+    a run that enumerates its space does not import it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
     import numpy
-    import optuna
 
     from planner._version import __version__
 
+    try:
+        optuna_version = version("optuna")
+    except PackageNotFoundError:  # pragma: no cover - a required dependency
+        optuna_version = "not installed"
     return {
         "planner": __version__,
         "python": platform.python_version(),
         "numpy": numpy.__version__,
-        "optuna": optuna.__version__,
+        "optuna": optuna_version,
     }
 
 

@@ -218,14 +218,26 @@ def _inputs_lines(data: dict) -> list[tuple[str, str]]:
         rows.append(("prices", prices))
     if data.get("energy"):
         rows.append(("energy", data["energy"]))
-    rows.append(
-        (
-            "search",
-            f"{s['sampler']}, seed {s['seed']}, {s['trials']} trials, "
-            f"{s['evaluated_plans']:,} plans scored in {s['seconds']:.2f} s",
+    if s.get("method") == "enumeration":
+        rows.append(
+            (
+                "search",
+                f"exhaustive: every one of the {s['valid_plans']:,} valid plans (of {s['space_size']:,} "
+                f"combinations) scored in {s['seconds']:.2f} s; no sampler (a space this small is "
+                "enumerated outright)",
+            )
         )
-    )
-    if "exhaustive_front_size" in s:
+    else:
+        rows.append(
+            (
+                "search",
+                f"{s['sampler']}, seed {s['seed']}, {s['trials']} trials, "
+                f"{s['evaluated_plans']:,} plans scored in {s['seconds']:.2f} s",
+            )
+        )
+    if "exhaustive_front_size" in s and s.get("method") == "enumeration":
+        rows.append(("certified", f"the exact front has {s['exhaustive_front_size']} plans"))
+    elif "exhaustive_front_size" in s:
         rows.append(
             (
                 "certified",

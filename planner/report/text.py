@@ -220,11 +220,29 @@ def _shown_headers(plans: list[dict]) -> list[tuple[str, str]]:
 
 
 def _search_line(s: dict) -> str:
+    if s.get("method") == "enumeration":
+        exact = (
+            "the answer is the exact optimum"
+            if "exhaustive_optimum" in s
+            else f"the exact front has {s['exhaustive_front_size']} plans"
+            if "exhaustive_front_size" in s
+            else "exact"
+        )
+        return (
+            f"Search: exhaustive: every one of the {s['valid_plans']:,} valid plans "
+            f"(of {s['space_size']:,} combinations) scored in {s['seconds']:.2f} s; {exact} "
+            "(no sampler: a space this small is enumerated outright)."
+        )
     certified = ""
     if s.get("gap") is not None:
         certified = (
             f"; exhaustive optimum over {s['exhaustive_plans']:,} plans: the search was "
             f"{s['gap']:.2%} from it"
+        )
+    elif "exhaustive_optimum" in s:
+        certified = (
+            f"; the search found no feasible plan, the enumeration of {s['exhaustive_plans']:,} "
+            "plans did (the answer is its optimum)"
         )
     elif "exhaustive_front_size" in s:
         certified = (

@@ -1,9 +1,20 @@
-"""The Search stage as one call: run the study, then certify it by enumeration when the space
-is small enough, and hand on an :class:`Outcome`. Enumeration streams the space in chunks and
-keeps what the Result asks for (:mod:`planner.search.stream`)."""
+"""The Search stage as one call, handing on an :class:`Outcome`.
+
+* ``exhaustive="auto"`` (the default): a space of at most :data:`ENUMERATE_LIMIT` valid plans
+  is enumerated outright; the answer is its optimum (or exact front) and no sampler runs: the
+  evaluator scores every plan in less time than the sampler takes to propose 200. A larger
+  space is searched (Optuna, a sample of valid plans, refinement).
+* ``"always"``: search, then enumerate, and report the search's gap to the optimum.
+* ``"never"``: search only.
+
+A persisted study (``storage``) is always run, and certified as under ``"always"`` when the
+space is small enough. Enumeration counts the valid plans without testing every combination
+(:mod:`planner.search.valid`), streams them in chunks and keeps what the Result asks for
+(:mod:`planner.search.stream`)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
@@ -11,12 +22,14 @@ from functools import cached_property
 import numpy as np
 
 from planner.metrics.scorer import Scorer
-from planner.search import shared
+from planner.search import shared, valid
 from planner.search.scored import Scored, merge
 from planner.search.stream import Enumerated, Keep, enumerate_space, scored_chunks, take
 from planner.search.study import open_study, run
 
-EXHAUSTIVE_LIMIT = 2_000_000  # raw combinations scored in about a second (bench_optimize.py)
+# Valid plans the default search scores outright: about a second for transformer plans, less
+# for CNNs (benchmarks/bench_search.py prints the rate).
+ENUMERATE_LIMIT = 1_000_000
 
 
 @dataclass
@@ -32,10 +45,13 @@ class Outcome:
     enumerated: Enumerated | None = None
 
     def front_check(self, keep: np.ndarray) -> dict:
-        """When the space was enumerated: the exact front's size and how much of it the search
-        found (a front plan counts as found when the search scored a plan with its objectives)."""
+        """When the space was enumerated: the exact front's size and, when a search ran, how much
+        of it the search found (a front plan counts as found when the search scored a plan with
+        its objectives)."""
         if self.full is None:
             return {}
+        if self.search.get("method") == "enumeration":  # no search ran: the front is exact
+            return {"exhaustive_front_size": int(keep.size)}
         got = self.found.objectives[:, self.found.feasible]  # (n_obj, found)
         exact = self.evaluated.objectives[:, keep]  # (n_obj, front)
         hit = np.isclose(exact[:, :, None], got[:, None, :], rtol=1e-12, atol=0).all(axis=0).any(axis=1)
@@ -65,15 +81,20 @@ class Outcome:
 
 
 def search_and_certify(scorer: Scorer, objectives: tuple[str, ...], req, keep: Keep | None = None) -> Outcome:
-    """Run the search (``req``: seed, storage, trials, timeout, exhaustive), then enumerate the
-    space when asked to or when it has at most :data:`EXHAUSTIVE_LIMIT` combinations, keeping
-    the plans ``keep`` asks for (every valid plan without it)."""
+    """Search the space as ``req`` asks (seed, storage, trials, timeout, exhaustive; see the
+    module docstring), keeping of an enumerated space the plans ``keep`` asks for (every valid
+    plan without it)."""
     space = scorer.space
+    core = valid.core(space)
+    small = core.count <= ENUMERATE_LIMIT
+    if req.exhaustive == "auto" and small and req.storage is None:
+        return _enumerated(scorer, objectives, req, keep, core)
     study = open_study(objectives, req.seed, req.storage, req.study_name)
-    found, stats = run(scorer, objectives, study, req.trials, timeout=req.timeout)
-    certify = req.exhaustive == "always" or (req.exhaustive == "auto" and space.raw_size <= EXHAUSTIVE_LIMIT)
+    found, stats = run(scorer, objectives, study, req.trials, timeout=req.timeout, core=core)
+    certify = req.exhaustive == "always" or (req.exhaustive == "auto" and small)
     full, counts = enumerate_space(scorer, objectives, keep) if certify else (None, None)
     search_info = {
+        "method": "search",
         "sampler": stats.sampler,
         "seed": req.seed,
         "trials": shared.complete_count(study),
@@ -82,7 +103,29 @@ def search_and_certify(scorer: Scorer, objectives: tuple[str, ...], req, keep: K
         "cache_hits": stats.cache_hits,
         "refinement_rounds": stats.refinement_rounds,
         "space_size": space.raw_size,
+        "valid_plans": core.count,
         "seconds": stats.seconds,
         "study_name": study.study_name if req.storage else None,
     }
     return Outcome(scorer, objectives, found, full, search_info, counts)
+
+
+def _enumerated(scorer: Scorer, objectives: tuple[str, ...], req, keep: Keep | None, core) -> Outcome:
+    """The search as the enumeration: every valid plan scored, no sampler."""
+    start = time.perf_counter()
+    full, counts = enumerate_space(scorer, objectives, keep)
+    search_info = {
+        "method": "enumeration",
+        "sampler": None,
+        "seed": req.seed,
+        "trials": 0,
+        "trials_this_run": 0,
+        "evaluated_plans": scorer.evaluated,
+        "cache_hits": 0,
+        "refinement_rounds": 0,
+        "space_size": scorer.space.raw_size,
+        "valid_plans": core.count,
+        "seconds": time.perf_counter() - start,
+        "study_name": None,
+    }
+    return Outcome(scorer, objectives, full, full, search_info, counts)

@@ -1,10 +1,12 @@
-"""A vectorised random sample of a large space: thousands of plans scored in one evaluator
-call, merged with the sampler's trials before refinement.
+"""A vectorised random sample of a large space: thousands of valid plans scored in one
+evaluator call, merged with the sampler's trials before refinement.
 
 Model-parallel spaces (tensor and pipeline degrees, ZeRO, recomputation, ...) hold hundreds of
-millions of combinations, of which a few per cent are valid and fewer fit in memory; a few
-hundred TPE trials can miss every plan that fits. Scoring a uniform sample costs milliseconds
-(the evaluator scores millions of plans per second) and gives refinement feasible starts.
+millions of combinations, of which a few per cent are valid and fewer fit in memory or meet a
+deadline; a few hundred TPE trials can miss every plan that does. The sample is drawn
+uniformly among the valid plans (:func:`planner.search.valid.core`), not among combinations,
+so each draw is a plan; scoring it costs a fraction of a second (the evaluator scores about a
+million plans per second) and gives refinement feasible starts.
 """
 
 from __future__ import annotations
@@ -12,28 +14,30 @@ from __future__ import annotations
 import numpy as np
 
 from planner.metrics.scorer import Scorer
+from planner.search import groups, valid
 from planner.search.scored import Scored, front_indices, ranked, score
 from planner.search.stream import take
 
-SAMPLE_SIZE = 1 << 17  # combinations drawn (about 0.1 s to score)
-SAMPLE_ABOVE = 2_000_000  # only spaces too large to enumerate by default (certify.EXHAUSTIVE_LIMIT)
+SAMPLE_SIZE = 1 << 16  # valid plans drawn (about 0.1 s to score)
+KEEP = 64  # the sample's best plans kept (one objective) besides each group's leader; its front (several)
 
 
-KEEP = 64  # the sample's best plans kept as starts (one objective); its front (several)
-
-
-def sample(scorer: Scorer, objectives: tuple[str, ...], seed: int, n: int = SAMPLE_SIZE) -> Scored | None:
-    """``n`` uniform draws of the space's index combinations, scored; only their best
-    :data:`KEEP` feasible plans (one objective) or their front (several) are returned, as
-    starts for refinement (None for small spaces)."""
+def sample(
+    scorer: Scorer, objectives: tuple[str, ...], seed: int, core: valid.Core, n: int = SAMPLE_SIZE
+) -> Scored | None:
+    """``n`` uniform draws among the valid plans (``core``: the space's), scored; only their
+    best :data:`KEEP` feasible plans and each (GPU type, count) group's leading plan
+    (:func:`planner.search.groups.leaders`) are returned with one objective, their front with
+    several, as starts for the group search and refinement. None for a space of at most ``n``
+    valid plans: the sample would be most of it, and such a space is enumerated by default."""
     space = scorer.space
-    if space.raw_size <= SAMPLE_ABOVE:
+    if core.count <= n:
         return None
-    rng = np.random.default_rng(seed)
-    cols = {a: rng.integers(0, len(space.choices(a)), n) for a in space.names}
-    keys = np.unique(np.vstack(list(cols.values())), axis=1)
-    cols = dict(zip(space.names, keys, strict=True))
-    valid = space.valid(cols)
-    s = score(scorer, {a: c[valid] for a, c in cols.items()}, objectives)
-    best = ranked(s)[:KEEP] if len(objectives) == 1 else front_indices(s)
-    return take(s, best)
+    cols = core.draw(space, n, np.random.default_rng(seed))
+    _, first = np.unique(valid.numbers(space, cols), return_index=True)
+    s = score(scorer, {a: c[first] for a, c in cols.items()}, objectives)
+    if len(objectives) > 1:
+        return take(s, front_indices(s))
+    # the best plans, and each hardware group's leading plan: feasible or, under a deadline or
+    # memory limit no drawn plan meets, the one that misses it least (a seed for the group search)
+    return take(s, np.union1d(ranked(s)[:KEEP], groups.leaders(scorer.space, s)))

@@ -19,11 +19,21 @@ import datetime as _dt
 import os
 import socket
 
-from optuna.trial import TrialState
-
-COMPLETE = (TrialState.COMPLETE,)
-LIVE = (TrialState.COMPLETE, TrialState.RUNNING)
 STALE_AFTER_S = 120.0
+
+
+def __getattr__(name: str):
+    """Optuna's trial states on first use (PEP 562): importing Optuna costs a tenth of a second,
+    which a command that enumerates its space and runs no study does not pay."""
+    if name not in ("TrialState", "COMPLETE", "LIVE"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from optuna.trial import TrialState
+
+    return {
+        "TrialState": TrialState,
+        "COMPLETE": (TrialState.COMPLETE,),
+        "LIVE": (TrialState.COMPLETE, TrialState.RUNNING),
+    }[name]
 
 
 def _start_time(pid: int) -> str:
@@ -59,6 +69,8 @@ def owner_alive(owner: str) -> bool | None:
 
 def reap(study, stale_after: float = STALE_AFTER_S) -> int:
     """Fail the study's stale RUNNING trials (see the module docstring); return how many."""
+    from optuna.trial import TrialState
+
     now = _dt.datetime.now()
     me = owner()
     failed = 0
@@ -78,8 +90,11 @@ def reap(study, stale_after: float = STALE_AFTER_S) -> int:
 
 def claim(study, n: int, batch: int, stale_after: float = STALE_AFTER_S):
     """Up to ``batch`` new trials for this worker; [] when others hold the rest; None when done."""
+    from optuna.trial import TrialState
+
     reap(study, stale_after)
-    live = study.get_trials(deepcopy=False, states=LIVE)
+    live_states = (TrialState.COMPLETE, TrialState.RUNNING)
+    live = study.get_trials(deepcopy=False, states=live_states)
     complete = sum(t.state == TrialState.COMPLETE for t in live)
     if complete >= n:
         return None
@@ -89,7 +104,7 @@ def claim(study, n: int, batch: int, stale_after: float = STALE_AFTER_S):
     asked = [study.ask() for _ in range(k)]
     for t in asked:
         t.set_user_attr("owner", owner())
-    numbers = sorted(t.number for t in study.get_trials(deepcopy=False, states=LIVE))
+    numbers = sorted(t.number for t in study.get_trials(deepcopy=False, states=live_states))
     keep = set(numbers[:n])
     kept = []
     for t in asked:
@@ -102,4 +117,6 @@ def claim(study, n: int, batch: int, stale_after: float = STALE_AFTER_S):
 
 
 def complete_count(study) -> int:
-    return len(study.get_trials(deepcopy=False, states=COMPLETE))
+    from optuna.trial import TrialState
+
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))

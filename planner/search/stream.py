@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.metrics.scorer import Scorer
+from planner.search import valid
 from planner.search.scored import TIE, Scored, merge, pareto_mask, score
 
 # Scoring a plan takes about 0.5 kB at its peak for a CNN and 1-7 kB for a transformer (its
@@ -73,7 +74,7 @@ def chunk_size(scorer: Scorer, objectives) -> int:
         return CHUNK
     if scorer.space.raw_size <= MIN_CHUNK:
         return MIN_CHUNK
-    flat, cols = next(scorer.space.chunks(PROBE))
+    flat, cols = next(valid.chunks(scorer.space, PROBE), (np.zeros(0), {}))
     if flat.size == 0:
         return MIN_CHUNK
     tracing = tracemalloc.is_tracing()
@@ -89,9 +90,10 @@ def chunk_size(scorer: Scorer, objectives) -> int:
 
 
 def scored_chunks(scorer: Scorer, objectives, size: int | None = None) -> Iterator[tuple[np.ndarray, Scored]]:
-    """Every valid plan of the space, scored ``size`` (default: :func:`chunk_size`) combinations
-    at a time: (numbers, scores)."""
-    for flat, cols in scorer.space.chunks(size or chunk_size(scorer, objectives)):
+    """Every valid plan of the space, scored about ``size`` (default: :func:`chunk_size`) plans
+    at a time, in the space's order: (numbers, scores). Only valid combinations are decoded
+    (:mod:`planner.search.valid`): a model-parallel space is mostly invalid ones."""
+    for flat, cols in valid.chunks(scorer.space, size or chunk_size(scorer, objectives)):
         if flat.size:
             yield flat, score(scorer, cols, objectives)
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from planner.errors import BadInput, PlannerError
 from planner.metrics.scorer import Scorer
-from planner.search import shared
+from planner.search import groups, shared, valid
 from planner.search.refine import refine, refine_front
 from planner.search.sample import sample
 from planner.search.scored import Scored, best_index, front_indices, merge, score
@@ -169,8 +169,11 @@ def run(
     timeout: float | None = None,
     refine_result: bool = True,
     stale_after: float = STALE_AFTER_S,
+    core: valid.Core | None = None,
 ) -> tuple[Scored, SearchStats]:
-    """Bring ``study`` to ``trials`` COMPLETE trials; return every distinct plan it scored.
+    """Bring ``study`` to ``trials`` COMPLETE trials; return every distinct plan it scored,
+    with a uniform sample of the valid plans (``core``: the space's, built when not given) and
+    what refinement found from the best of them.
 
     Safe with several workers (processes, Slurm tasks) on one study: see :mod:`planner.search.shared`.
     """
@@ -191,9 +194,12 @@ def run(
         raise PlannerError(f"study '{study.study_name}' has no completed trial to answer from")
     arr = np.array(sorted(keys), dtype=np.int64).T
     found = score(scorer, dict(zip(scorer.space.names, arr, strict=True)), objectives)
-    drawn = sample(scorer, objectives, stats.seed)
+    core = core or valid.core(scorer.space)
+    drawn = sample(scorer, objectives, stats.seed, core)
     if drawn is not None:
         found = merge([found, drawn])
+    if len(objectives) == 1:
+        found = groups.search(scorer, objectives, found, core)
     if refine_result:
         found = (refine if len(objectives) == 1 else refine_front)(scorer, objectives, found, stats)
         _remember_refined(scorer.space, study, found, objectives)
