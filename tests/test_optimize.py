@@ -264,7 +264,7 @@ def test_memory_infeasible_says_by_how_much(capsys, tmp_path):
     err = capsys.readouterr().err
     assert code == 1
     assert err.startswith("error: no plan fits: the smallest plan needs") and "GB per GPU" in err
-    assert "16 GB" in err and err.count("\n") == 1
+    assert "16 GiB (90% usable)" in err and err.count("\n") == 1
     assert not (tmp_path / "run").exists()
 
 

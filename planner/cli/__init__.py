@@ -21,10 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app; turn every planner or usage error into one line on stderr."""
     from costs.errors import PlannerError
 
-    try:  # recent Typer vendors Click
-        from typer._click.exceptions import NoArgsIsHelpError, UsageError
-    except ImportError:  # pragma: no cover - older Typer on top of Click
-        from click.exceptions import NoArgsIsHelpError, UsageError
+    NoArgsIsHelpError, UsageError = _click_errors()
     Abort = typer.Abort
 
     args = sys.argv[1:] if argv is None else argv
@@ -52,6 +49,22 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     return result if isinstance(result, int) else 0
+
+
+def _click_errors() -> tuple[type, type]:
+    """Click's (or Typer's vendored Click's) NoArgsIsHelpError and UsageError. Click before 8.2
+    has no NoArgsIsHelpError (a bare command prints its help and exits 0 through Click's own
+    Exit), so a class no call raises stands in; SkyPilot, an optional extra, still pins
+    click < 8.2."""
+    try:  # recent Typer vendors Click
+        from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
+        return NoArgsIsHelpError, UsageError
+    except ImportError:
+        from click import exceptions
+
+        absent = type("NoArgsIsHelpError", (Exception,), {})
+        return getattr(exceptions, "NoArgsIsHelpError", absent), exceptions.UsageError
 
 
 def run() -> None:  # console-script entry
