@@ -26,7 +26,7 @@ recomputation x micro-batch x micro-batches per step), llm-analysis one call per
 evaluator one vectorised call per net.
 
 Run: pip install ".[compare]"  (or, beside a newer transformers: pip install --no-deps
-llm-analysis==0.2.2 "fire<0.6" termcolor), then python benchmarks/compare_llm_analysis.py
+llm-analysis==0.2.2 "fire<0.6" termcolor six), then python benchmarks/compare_llm_analysis.py
 """
 
 from __future__ import annotations
