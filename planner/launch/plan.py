@@ -144,7 +144,12 @@ def load_plan(path: str | Path) -> LaunchPlan:
     path = Path(path)
     if not path.exists():
         raise BadInput(f"plan {path}: no such file or folder")
-    rec = _record(path)
+    return plan_from_record(_record(path), path)
+
+
+def plan_from_record(rec: dict, path: str | Path) -> LaunchPlan:
+    """A plan record (the best plan of a run, or a plan file's fields) as a :class:`LaunchPlan`;
+    ``path`` names where it came from in errors."""
     if rec.get("parallel", "data") != "data":
         raise BadInput(
             f"plan {path}: field 'parallel' is {rec['parallel']!r}; launch targets run data-parallel "

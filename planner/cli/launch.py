@@ -1,0 +1,73 @@
+"""`planner launch`: write the files that run a saved plan on one or more training stacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from planner.cli.app import app
+
+
+def write_launch(
+    plan, targets: str, out: str | Path, provider: str | None, pricing: str, port: int
+) -> list[Path]:
+    """Write every file of ``targets`` (comma-separated names) for ``plan`` into ``out``."""
+    from planner.launch.registry import emit, parse_targets
+    from planner.launch.target import LaunchOptions
+
+    chosen = parse_targets(targets)
+    files = emit(plan, chosen, LaunchOptions(provider=provider, pricing=pricing, port=port))
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in files.items():
+        path = folder / name
+        path.write_text(text)
+        if name.endswith((".sh", ".sbatch")):
+            path.chmod(0o755)
+        written.append(path)
+    return written
+
+
+def emit_option_check(emit: str | None) -> None:
+    """Fail before a search when ``--emit`` names an unknown target."""
+    if emit:
+        from planner.launch.registry import parse_targets
+
+        parse_targets(emit, "--emit")
+
+
+def emit_run(
+    record: dict, source: str, emit: str, out: Path, provider: str | None, pricing: str
+) -> list[Path]:
+    """`--emit` of optimize and pareto: the launch files of a run's plan in ``out``."""
+    from planner.launch.plan import plan_from_record
+
+    return write_launch(plan_from_record(record, source), emit, out, provider, pricing, 29500)
+
+
+@app.command()
+def launch(
+    plan: Annotated[str, typer.Argument(help="plan_<k>.json, a run.json, or a run folder (its best plan).")],
+    target: Annotated[
+        str,
+        typer.Option(
+            help="Targets, comma-separated: torchrun, slurm, skypilot, megatron, nemo, torchtitan, deepspeed, "
+            "accelerate. slurm and skypilot wrap the first other target named (default torchrun)."
+        ),
+    ],
+    out: Annotated[str, typer.Option("--out", "-o", help="Folder to write the files into.")] = "launch",
+    provider: Annotated[
+        str | None, typer.Option(help="skypilot: cloud(s), comma-separated, e.g. aws or aws,gcp.")
+    ] = None,
+    pricing: Annotated[str, typer.Option(help="skypilot: spot asks for spot instances.")] = "on-demand",
+    port: Annotated[int, typer.Option(help="Rendezvous port on the first node.")] = 29500,
+) -> None:
+    """Write the files that run a saved plan: launch scripts, configs, arguments; refuse in one line a
+    target that cannot run it."""
+    from planner.launch.plan import load_plan
+
+    written = write_launch(load_plan(plan), target, out, provider, pricing, port)
+    typer.echo(f"Wrote {len(written)} files to {out}: {', '.join(p.name for p in written)}")

@@ -1,0 +1,6 @@
+"""`planner launch`: a saved plan written as the files that run it on a training stack.
+
+:mod:`planner.launch.plan` reads the plan; :mod:`planner.launch.target` is the interface of a
+target (can it run the plan and why not; plan -> files); one module per target;
+:mod:`planner.launch.registry` names them all.
+"""
