@@ -31,21 +31,25 @@ def write_launch(
     return written
 
 
-def emit_option_check(emit: str | None) -> None:
-    """Fail before a search when ``--emit`` names an unknown target."""
+def emit_option_check(emit: str | None, storage: str | None) -> None:
+    """Fail before a search when ``--emit`` names an unknown target, or has no run folder to
+    write into (a --storage run saves none)."""
     if emit:
+        from planner.errors import BadInput
         from planner.launch.registry import parse_targets
 
         parse_targets(emit, "--emit")
+        if storage:
+            raise BadInput("--emit writes into the run folder, which a --storage run does not save")
 
 
-def emit_run(
-    record: dict, source: str, emit: str, out: Path, provider: str | None, pricing: str
-) -> list[Path]:
-    """`--emit` of optimize and pareto: the launch files of a run's plan in ``out``."""
-    from planner.launch.plan import plan_from_record
+def emit_run(run: Path, emit: str, provider: str | None, pricing: str) -> str:
+    """`--emit` of optimize and pareto: the launch files of a saved run's plan in run/launch/;
+    returns the line to print."""
+    from planner.launch.plan import load_plan
 
-    return write_launch(plan_from_record(record, source), emit, out, provider, pricing, 29500)
+    written = write_launch(load_plan(run), emit, run / "launch", provider, pricing, 29500)
+    return f"Launch files ({emit}): {run / 'launch'}/ ({', '.join(p.name for p in written)})"
 
 
 @app.command()

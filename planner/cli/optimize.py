@@ -132,14 +132,22 @@ def optimize(
     format: Annotated[
         Fmt, typer.Option("--format", help="table or json (csv: the best plan and alternatives).")
     ] = Fmt.table,
+    emit: Annotated[
+        str | None,
+        typer.Option(
+            help="Also write the best plan's launch files for these targets (see `planner launch`)."
+        ),
+    ] = None,
     **axes,
 ) -> None:
     """The fastest (or cheapest) training plan under constraints, why it wins, what binds."""
+    from planner.cli.launch import emit_option_check, emit_run
     from planner.pipeline import optimize as run
     from planner.report import render, text
     from planner.report.files import dumps, run_dir, versions, write_atomic
     from planner.result.records import PLAN_COLUMNS
 
+    emit_option_check(emit, storage)
     req = _optimize_request({**locals(), **axes})
     budgets = req.budget
     result = run(req)
@@ -150,6 +158,7 @@ def optimize(
         what = "_".join(budgets) or "nobudget"
         saved = write_atomic(Path(out) if out else run_dir("results", net, what), {"run.json": dumps(data)})
         data["run_dir"] = str(saved)
+    launched = emit_run(saved, emit, provider, pricing) if emit else None
     if format is Fmt.json:
         typer.echo(render.to_json(data))
         return
@@ -158,6 +167,8 @@ def optimize(
         typer.echo(render.to_csv(rows, PLAN_COLUMNS), nl=False)
         return
     typer.echo(text.optimize_text(result, saved))
+    if launched:
+        typer.echo(launched)
 
 
 def _optimize_request(opts: dict):
@@ -212,14 +223,17 @@ def _optimize_request(opts: dict):
 
 def pareto(**opts) -> None:
     """Time-vs-cost Pareto report: runs a two-objective search and writes a report folder."""
+    from planner.cli.launch import emit_option_check, emit_run
     from planner.pipeline import pareto as run
     from planner.report import render
     from planner.report.files import run_dir, write_atomic
 
+    emit_option_check(opts["emit"], opts["storage"])
     req = _optimize_request(opts)
     data, files = run(req)
     out = opts["out"]
     saved = write_atomic(Path(out) if out else run_dir("results", req.net, "pareto"), files)
+    launched = emit_run(saved, opts["emit"], opts.get("provider"), opts["pricing"]) if opts["emit"] else None
     if opts["format"] is Fmt.json:
         typer.echo(render.to_json({"run_dir": str(saved), "front": data["front"], "search": data["search"]}))
         return
@@ -243,6 +257,8 @@ def pareto(**opts) -> None:
     )
     typer.echo(render.table(data["front"], cols, 2))
     typer.echo(f"Report: {saved}/report.html (also report.md, pareto.csv, trials.csv, plan_<k>.json)")
+    if launched:
+        typer.echo(launched)
 
 
 def _axis_parameters() -> list[inspect.Parameter]:
