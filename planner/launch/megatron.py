@@ -80,6 +80,8 @@ def parallel_args(plan: LaunchPlan) -> list[str]:
             "--use-megatron-fsdp",
             "--data-parallel-sharding-strategy",
             "optim_grads",
+            "--ckpt-format",  # arguments.py: 'Megatron-FSDP requires the `fsdp_dtensor` checkpointing format.'
+            "fsdp_dtensor",
             "--overlap-grad-reduce",
         ],
         3: ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion"],
@@ -121,7 +123,10 @@ class Megatron(Target):
         return model_args(plan) + parallel_args(plan)
 
     def node_command(self, plan: LaunchPlan, opts: LaunchOptions) -> str:
-        return f'{torchrun_prefix(plan, opts)} "$MEGATRON_LM"/pretrain_gpt.py $(cat {ARGS_FILE})'
+        # arguments.py (validate_args) asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with TP or CP on GPUs
+        # before Blackwell, and Megatron-FSDP asserts it is not 1 (with FSDP, TP only warns)
+        env = "CUDA_DEVICE_MAX_CONNECTIONS=1 " if plan.tp > 1 and plan.zero < 2 else ""
+        return f'{env}{torchrun_prefix(plan, opts)} "$MEGATRON_LM"/pretrain_gpt.py $(cat {ARGS_FILE})'
 
     def files(self, plan: LaunchPlan, opts: LaunchOptions) -> dict[str, str]:
         script = shell_script(
@@ -130,7 +135,6 @@ class Megatron(Target):
                 ': "${MEGATRON_LM:?set MEGATRON_LM to a Megatron-LM checkout}"',
                 ': "${NODE_RANK:=0}" "${MASTER_ADDR:=localhost}" "${MASTER_PORT:=' + str(opts.port) + '}"',
                 'cd "$(dirname "$0")"',
-                "export CUDA_DEVICE_MAX_CONNECTIONS=1  # Megatron-LM's examples set it for TP/SP overlap",
                 self.node_command(plan, opts),
             ]
         )

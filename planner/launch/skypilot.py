@@ -15,7 +15,9 @@ from planner.launch.plan import LaunchPlan
 from planner.launch.target import LaunchOptions, Target
 
 TASK = "sky_task.yaml"
-# planner device -> SkyPilot accelerator name (tests check each against SkyPilot's registry)
+# planner device -> SkyPilot accelerator name, as SkyPilot's catalog lists them
+# (skypilot-org/skypilot-catalog, catalogs/v8/common/accelerators.csv, commit
+# 001ca549aad50db24c5670b5438bea0573a2b6c0, read 2026-11-24)
 ACCELERATORS = {
     "H100_SXM": "H100",
     "H200": "H200",
@@ -31,7 +33,7 @@ ACCELERATORS = {
     "L40S": "L40S",
     "MI300X": "MI300X",
 }
-# planner price provider -> SkyPilot cloud
+# planner price provider -> SkyPilot cloud (sky.utils.registry.CLOUD_REGISTRY; tests check each)
 CLOUDS = {
     "aws": "aws",
     "azure": "azure",
