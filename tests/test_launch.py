@@ -274,6 +274,22 @@ def test_emit_on_pareto_writes_the_first_front_plan(tmp_path):
     )
 
 
+def test_target_on_optimize_keeps_the_search_to_what_it_runs(tmp_path):
+    out = tmp_path / "run"
+    args = ["optimize", "llama3-70b", "--budget", "512gpus", "--gpu", "H100_SXM", "--network", "ib_ndr"]
+    assert main([*args, "--target", "deepspeed", "--out", str(out), "--format", "json"]) == 0
+    plan = load_plan(out)
+    assert TARGETS["deepspeed"].refusal(plan) is None and not plan.sp and plan.pp == 1
+    ds = json.loads((out / "launch" / "ds_config.json").read_text())
+    assert ds["train_batch_size"] == plan.global_batch
+
+
+def test_target_on_optimize_refuses_an_axis_it_cannot_run(capsys):
+    args = ["optimize", "llama3-70b", "--budget", "64gpus", "--tp", "8", "--target", "torchrun"]
+    assert main(args) == 2
+    assert "--tp 8: --target torchrun runs none of it (it takes: 1)" in capsys.readouterr().err
+
+
 def test_emit_unknown_target_fails_before_the_search(capsys):
     assert main(["optimize", "resnet50", "--budget", "16gpus", "--emit", "k8s"]) == 2
     assert "--emit 'k8s'" in capsys.readouterr().err

@@ -52,9 +52,8 @@ def plans(tmp_path_factory) -> dict[str, LaunchPlan]:
     ]
     runs = {
         "llama": llama,
-        # the same search kept to plans without sequence or pipeline parallelism, which DeepSpeed and
-        # accelerate refuse
-        "llama-dp": [*llama, "--sp", "off", "--pp", "1", "--zero", "0,2,3", "--recompute", "none,full"],
+        # the same search kept to plans DeepSpeed and accelerate run (no sequence or pipeline parallelism)
+        "llama-dp": [*llama, "--target", "deepspeed,accelerate"],
         "resnet": [
             "resnet50",
             "--budget",

@@ -31,16 +31,20 @@ def write_launch(
     return written
 
 
-def emit_option_check(emit: str | None, storage: str | None) -> None:
-    """Fail before a search when ``--emit`` names an unknown target, or has no run folder to
-    write into (a --storage run saves none)."""
-    if emit:
+def emit_option_check(emit: str | None, target: str | None, storage: str | None) -> str | None:
+    """The targets to write files for (``--emit`` and ``--target`` together), checked before a
+    search: each known, and a run folder to write into (a --storage run saves none)."""
+    names = ",".join(x for x in (target, emit) if x)
+    if names:
         from planner.errors import BadInput
         from planner.launch.registry import parse_targets
 
-        parse_targets(emit, "--emit")
+        parse_targets(names, "--target" if target else "--emit")
         if storage:
-            raise BadInput("--emit writes into the run folder, which a --storage run does not save")
+            raise BadInput(
+                "--emit and --target write into the run folder, which a --storage run does not save"
+            )
+    return names or None
 
 
 def emit_run(run: Path, emit: str, provider: str | None, pricing: str) -> str:

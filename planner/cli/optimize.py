@@ -138,6 +138,10 @@ def optimize(
             help="Also write the best plan's launch files for these targets (see `planner launch`)."
         ),
     ] = None,
+    target: Annotated[
+        str | None,
+        typer.Option(help="Keep the search to plans these launch targets run, and write their files."),
+    ] = None,
     **axes,
 ) -> None:
     """The fastest (or cheapest) training plan under constraints, why it wins, what binds."""
@@ -147,8 +151,8 @@ def optimize(
     from planner.report.files import dumps, run_dir, versions, write_atomic
     from planner.result.records import PLAN_COLUMNS
 
-    emit_option_check(emit, storage)
-    req = _optimize_request({**locals(), **axes})
+    emit = emit_option_check(emit, target, storage)
+    req = _optimize_request(_for_targets({**locals(), **axes}))
     budgets = req.budget
     result = run(req)
     data = result.to_dict()
@@ -169,6 +173,17 @@ def optimize(
     typer.echo(text.optimize_text(result, saved))
     if launched:
         typer.echo(launched)
+
+
+def _for_targets(opts: dict) -> dict:
+    """With --target, the axis options narrowed to what the targets run."""
+    if not opts.get("target"):
+        return opts
+    from planner.launch.limits import restrict_axes
+    from planner.space.axes import OPTIONS
+
+    names = [a.name for a in OPTIONS]
+    return {**opts, **restrict_axes(opts["net"], opts["target"], {n: opts.get(n) for n in names})}
 
 
 def _optimize_request(opts: dict):
@@ -228,8 +243,8 @@ def pareto(**opts) -> None:
     from planner.report import render
     from planner.report.files import run_dir, write_atomic
 
-    emit_option_check(opts["emit"], opts["storage"])
-    req = _optimize_request(opts)
+    opts["emit"] = emit_option_check(opts["emit"], opts["target"], opts["storage"])
+    req = _optimize_request(_for_targets(opts))
     data, files = run(req)
     out = opts["out"]
     saved = write_atomic(Path(out) if out else run_dir("results", req.net, "pareto"), files)

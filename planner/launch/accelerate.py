@@ -65,6 +65,7 @@ def accelerate_config(plan: LaunchPlan, opts: LaunchOptions) -> dict:
 class Accelerate(Target):
     name = "accelerate"
     validator = "accelerate launch's own argument handling (_validate_launch_command, prepare_*_env)"
+    axes = {"pp": ("1",), "ep": ("1",), "sp": ("off",), "recompute": ("none", "full")}
 
     def refusal(self, plan: LaunchPlan) -> str | None:
         if not plan.transformer:

@@ -41,6 +41,7 @@ def ds_config(plan: LaunchPlan) -> dict:
 class DeepSpeed(Target):
     name = "deepspeed"
     validator = "DeepSpeed's DeepSpeedConfig (batch arithmetic, ZeRO and precision sections)"
+    axes = {"pp": ("1",), "ep": ("1",), "sp": ("off",), "recompute": ("none", "full")}
 
     def refusal(self, plan: LaunchPlan) -> str | None:
         if not plan.transformer:

@@ -30,7 +30,7 @@ def parse_targets(text: str, option: str = "--target") -> list[Target]:
     return [TARGETS[n] for n in dict.fromkeys(names)]
 
 
-def engine_for(plan: LaunchPlan, targets: list[Target]) -> Target:
+def engine_for(targets: list[Target]) -> Target:
     """The engine a scheduler wraps: the first engine target named, else torchrun."""
     engines = [t for t in targets if not t.scheduler]
     return engines[0] if engines else TARGETS[DEFAULT_ENGINE]
@@ -43,7 +43,7 @@ def emit(plan: LaunchPlan, targets: list[Target], opts: LaunchOptions) -> dict[s
     for t in targets:
         t.check(plan)
     files: dict[str, str] = {}
-    engine = engine_for(plan, targets)
+    engine = engine_for(targets)
     for t in targets:
         if t.scheduler:
             why = engine.refusal(plan)

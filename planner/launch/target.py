@@ -39,6 +39,8 @@ class Target:
     name: str = ""
     validator: str = ""  # the tool's own code that checks the files (tests run it)
     scheduler: bool = False  # wraps an engine's node command instead of training itself
+    # search-axis choices the engine takes (option text of `planner optimize`); absent: any
+    axes: dict[str, tuple[str, ...]] = {}
 
     def refusal(self, plan: LaunchPlan) -> str | None:
         """Why this target cannot run ``plan`` (one sentence citing the tool's rule), or None."""

@@ -76,6 +76,7 @@ def example_files(plan: LaunchPlan) -> dict[str, str]:
 class Torchrun(Target):
     name = "torchrun"
     validator = "runs one training step of the reference script on the CPU (gloo backend)"
+    axes = {"tp": ("1",), "pp": ("1",), "ep": ("1",), "sp": ("off",), "recompute": ("none", "full")}
 
     def refusal(self, plan: LaunchPlan) -> str | None:
         model_parallel = [f"{k} {v}" for k, v in (("TP", plan.tp), ("PP", plan.pp), ("EP", plan.ep)) if v > 1]

@@ -60,6 +60,7 @@ def overrides(plan: LaunchPlan) -> list[str]:
 class Torchtitan(Target):
     name = "torchtitan"
     validator = "torchtitan's ConfigManager (tyro) and ParallelDims"
+    axes = {"zero": ("0", "2", "3"), "recompute": ("none", "full")}
 
     def refusal(self, plan: LaunchPlan) -> str | None:
         if not plan.transformer:
