@@ -298,3 +298,18 @@ def test_emit_unknown_target_fails_before_the_search(capsys):
 def test_fields_are_frozen():
     with pytest.raises(AttributeError):
         replace(PLANS["resnet50"]).gpus = 3  # type: ignore[misc]
+
+
+def test_sweep_cell_is_a_plan(tmp_path, capsys):
+    """`planner launch SPEC.yaml#N` launches the best plan of a finished sweep cell."""
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        f"name: cells\ntrials: 20\nresults: {tmp_path / 'sweeps'}\n"
+        "grid:\n  net: [resnet50]\n  budget: [8gpus, 16gpus]\n"
+        "options:\n  gpu: H100_SXM\n  network: ib_ndr\n"
+    )
+    assert main(["sweep", "run", str(spec), "--workers", "1"]) == 0
+    plan = load_plan(f"{spec}#1")
+    assert plan.net == "resnet50" and plan.gpus <= 16 and plan.device == "H100_SXM"
+    assert main(["launch", f"{spec}#2", "--target", "torchrun", "-o", str(tmp_path / "out")]) == 2
+    assert "no cell 2 in" in capsys.readouterr().err

@@ -4,7 +4,9 @@ Accepted inputs (`planner launch PLAN`):
 
 * ``plan_<k>.json`` of `planner pareto` (a front plan, self-describing);
 * ``run.json`` of `planner optimize` (its best plan) or of `planner pareto` (its first front plan);
-* a run folder holding either (its ``plan_0.json`` first, else its ``run.json``).
+* a run folder holding either (its ``plan_0.json`` first, else its ``run.json``);
+* a sweep cell, ``SPEC.yaml#N``: the best plan of cell N (0-based, in the spec's grid order) of a
+  finished `planner sweep run`.
 
 Anything else, or a file that lacks a field a target needs, is refused in one line naming the
 file and the field (:class:`planner.errors.BadInput`, exit 2).
@@ -139,8 +141,28 @@ def _model(net: str) -> dict | None:
         raise BadInput(f"plan: field 'net': {exc}") from None
 
 
+def _sweep_cell(text: str) -> dict:
+    """The best plan of sweep cell ``SPEC.yaml#N`` (its study's stored result)."""
+    from planner.sweep.run import load_with, status
+
+    spec_path, _, index = text.rpartition("#")
+    cells = status(load_with(spec_path))
+    if not index.isdigit() or int(index) >= len(cells):
+        raise BadInput(f"plan {text}: no cell {index} in {spec_path} (valid: 0 to {len(cells) - 1})")
+    cell = cells[int(index)]
+    result = cell.result or {}
+    if cell.state != "done" or not isinstance(result.get("best"), dict):
+        why = result.get("infeasible") or f"its study is {cell.state}"
+        raise BadInput(f"plan {text}: cell {index} has no best plan ({why}; see `planner sweep status`)")
+    return {**result["best"], "net": result.get("net") or cell.cell.request.net}
+
+
 def load_plan(path: str | Path) -> LaunchPlan:
-    """The plan saved at ``path`` (a plan file, a run.json or a run folder), validated."""
+    """The plan saved at ``path`` (a plan file, a run.json, a run folder, or a sweep cell
+    ``SPEC.yaml#N``), validated."""
+    text = str(path)
+    if "#" in text and text.rpartition("#")[0].endswith((".yaml", ".yml")):
+        return plan_from_record(_sweep_cell(text), text)
     path = Path(path)
     if not path.exists():
         raise BadInput(f"plan {path}: no such file or folder")
