@@ -122,3 +122,42 @@ def test_lm_example_runs_one_step_of_an_fsdp_plan(tmp_path, zero):
         run_one_step(plan, out, ["--seq-len", "32", "--steps", "1", "--warmup", "0"]), plan, tmp_path
     )
     assert run.seq_len == 32
+
+
+@pytest.mark.slow
+def test_lm_example_trains_one_step_under_accelerate_launch(tmp_path):
+    """The accelerate target's script path (--accelerate: accelerate's Accelerator, gradient
+    accumulation included) under `accelerate launch` on the CPU, one process."""
+    pytest.importorskip("accelerate", reason="pip install '.[launch]'")
+    plan = PLANS["llama8-dp-zero0"]
+    out = tmp_path / "launch"
+    write_files(plan, out)
+    launcher = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "1"]
+    launcher += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    script = [
+        "train_lm.py",
+        "--tiny",
+        "--seq-len",
+        "16",
+        "--batch",
+        "2",
+        "--accumulation",
+        "2",
+        "--steps",
+        "1",
+    ]
+    script += [
+        "--warmup",
+        "0",
+        "--precision",
+        "fp32",
+        "--accelerate",
+        "--net",
+        plan.net,
+        "--log-csv",
+        "steps.csv",
+    ]
+    done = subprocess.run(launcher + script, cwd=out, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = csv.DictReader((out / "steps.csv").open())
+    assert row["framework"].endswith("transformers accelerate") and row["accumulation"] == "2"
