@@ -20,6 +20,11 @@ CONFIG_FILE = "accelerate_config.yaml"
 MIXED = {"bf16": "bf16", "fp16": "fp16", "fp32": "no", "tf32": "no"}
 
 
+def _fsdp(plan: LaunchPlan) -> bool:
+    """accelerate runs the plan with FSDP2: ZeRO 2 or 3, or tensor parallelism (parallelism_config)."""
+    return plan.zero >= 2 or plan.tp > 1
+
+
 def accelerate_config(plan: LaunchPlan, opts: LaunchOptions) -> dict:
     """The accelerate config of the plan (machine rank and main address come from the launch line)."""
     cfg: dict = {
@@ -33,7 +38,7 @@ def accelerate_config(plan: LaunchPlan, opts: LaunchOptions) -> dict:
         "mixed_precision": MIXED[plan.precision],
         "use_cpu": False,
     }
-    if plan.zero == 0 and plan.tp == 1:
+    if not _fsdp(plan) and plan.zero == 0:
         cfg["distributed_type"] = "MULTI_GPU"
     elif plan.zero == 1:
         cfg["distributed_type"] = "DEEPSPEED"
@@ -85,7 +90,10 @@ class Accelerate(Target):
         return None
 
     def _script(self, plan: LaunchPlan) -> str:
-        return " ".join(Torchrun().script_args(plan) + ["--accelerate"])
+        args = Torchrun().script_args(plan) + ["--accelerate"]
+        if _fsdp(plan):  # FSDP recomputes through fsdp_activation_checkpointing, not the script
+            args[args.index("--recompute") + 1] = "none"
+        return " ".join(args)
 
     def node_command(self, plan: LaunchPlan, opts: LaunchOptions) -> str:
         return (
