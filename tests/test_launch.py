@@ -66,7 +66,7 @@ def cnn(**kw) -> LaunchPlan:
 PLANS = {
     "llama70-tp8-sp-zero2": llm(),
     "llama70-pp4-zero3": llm(tp=8, pp=4, zero=3, accumulation=8, interleave=2),
-    "llama70-pp4-zero1-full": llm(tp=8, pp=4, zero=1, accumulation=8, recompute="full"),
+    "llama70-pp4-zero1-full": llm(tp=8, pp=4, zero=1, accumulation=8, recompute="full", interleave=2),
     "llama8-dp-zero3": llm(net="llama3-8b", gpus=64, tp=1, sp=False, zero=3, microbatch=1, accumulation=4),
     "llama8-dp-zero0": llm(net="llama3-8b", gpus=64, tp=1, sp=False, zero=0, microbatch=1),
     "llama8-tp2-zero1": llm(net="llama3-8b", gpus=64, tp=2, sp=False, zero=1, microbatch=1),

@@ -28,6 +28,9 @@ from planner.launch.registry import TARGETS, emit, parse_targets
 from planner.launch.target import LaunchOptions
 
 INSTALL = "pip install '.[launch]'"
+sys.path.insert(0, str(Path(__file__).parent))
+from test_launch import PLANS as CONTRACT_PLANS  # noqa: E402
+
 LLM_TARGETS = ("megatron", "nemo", "torchtitan", "deepspeed", "accelerate")
 
 
@@ -306,14 +309,16 @@ MEGATRON_LM_CHECK = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("which", ["llama", "llama-dp"])
+@pytest.mark.parametrize(
+    "which", ["llama", "llama-dp", "llama70-pp4-zero1-full", "llama8-tp2-zero1", "gpt3-fp8-selective"]
+)
 def test_megatron_arguments_pass_megatron_lm_validate_args(plans, tmp_path, which):
     """With a Megatron-LM checkout (MEGATRON_LM, as the emitted script reads it), its own
     parse_args and validate_args accept the arguments at the plan's world size."""
     checkout = os.environ.get("MEGATRON_LM")
     if not checkout or not Path(checkout, "megatron", "training", "arguments.py").is_file():
         pytest.skip("set MEGATRON_LM to a NVIDIA/Megatron-LM checkout (megatron/training is not on PyPI)")
-    plan = plans[which]
+    plan = plans.get(which) or CONTRACT_PLANS[which]  # the search's, or test_launch.py's
     out = files_for(plan, "megatron", tmp_path)
     env = {**os.environ, "PYTHONPATH": checkout, "WORLD_SIZE": str(plan.gpus), "RANK": "0"}
     env.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
