@@ -168,15 +168,27 @@ def optimize(
     format: Annotated[
         Fmt, typer.Option("--format", help="table or json (csv: the best plan and alternatives).")
     ] = Fmt.table,
+    emit: Annotated[
+        str | None,
+        typer.Option(
+            help="Also write the best plan's launch files for these targets (see `planner launch`)."
+        ),
+    ] = None,
+    target: Annotated[
+        str | None,
+        typer.Option(help="Keep the search to plans these launch targets run, and write their files."),
+    ] = None,
     **axes,
 ) -> None:
     """The fastest (or cheapest) training plan under constraints, why it wins, what binds."""
+    from planner.cli.launch import emit_option_check, emit_run
     from planner.pipeline import optimize as run
     from planner.report import render, text
     from planner.report.files import dumps, run_dir, versions, write_atomic
     from planner.result.records import PLAN_COLUMNS
 
-    req = _optimize_request({**locals(), **axes})
+    emit = emit_option_check(emit, target, storage)
+    req = _optimize_request(_for_targets({**locals(), **axes}))
     budgets = req.budget
     result = run(req)
     data = result.to_dict()
@@ -186,6 +198,7 @@ def optimize(
         what = "_".join(budgets) or "nobudget"
         saved = write_atomic(Path(out) if out else run_dir("results", net, what), {"run.json": dumps(data)})
         data["run_dir"] = str(saved)
+    launched = emit_run(saved, emit, provider, pricing) if emit else None
     if format is Fmt.json:
         typer.echo(render.to_json(data))
         return
@@ -194,6 +207,19 @@ def optimize(
         typer.echo(render.to_csv(rows, PLAN_COLUMNS), nl=False)
         return
     typer.echo(text.optimize_text(result, saved))
+    if launched:
+        typer.echo(launched)
+
+
+def _for_targets(opts: dict) -> dict:
+    """With --target, the axis options narrowed to what the targets run."""
+    if not opts.get("target"):
+        return opts
+    from planner.launch.limits import restrict_axes
+    from planner.space.axes import OPTIONS
+
+    names = [a.name for a in OPTIONS]
+    return {**opts, **restrict_axes(opts["net"], opts["target"], {n: opts.get(n) for n in names})}
 
 
 def _optimize_request(opts: dict):
@@ -253,14 +279,17 @@ def _optimize_request(opts: dict):
 
 def pareto(**opts) -> None:
     """Time-vs-cost Pareto report: runs a two-objective search and writes a report folder."""
+    from planner.cli.launch import emit_option_check, emit_run
     from planner.pipeline import pareto as run
     from planner.report import render
     from planner.report.files import run_dir, write_atomic
 
-    req = _optimize_request(opts)
+    opts["emit"] = emit_option_check(opts["emit"], opts["target"], opts["storage"])
+    req = _optimize_request(_for_targets(opts))
     data, files = run(req)
     out = opts["out"]
     saved = write_atomic(Path(out) if out else run_dir("results", req.net, "pareto"), files)
+    launched = emit_run(saved, opts["emit"], opts.get("provider"), opts["pricing"]) if opts["emit"] else None
     if opts["format"] is Fmt.json:
         typer.echo(render.to_json({"run_dir": str(saved), "front": data["front"], "search": data["search"]}))
         return
@@ -290,6 +319,8 @@ def pareto(**opts) -> None:
             "listed plan on every objective into it (listed as its equivalents in run.json)."
         )
     typer.echo(f"Report: {saved}/report.html (also report.md, pareto.csv, trials.csv, plan_<k>.json)")
+    if launched:
+        typer.echo(launched)
 
 
 def _axis_parameters() -> list[inspect.Parameter]:

@@ -1,0 +1,132 @@
+"""Reference causal-LM training script: a Hugging Face transformers model built from a config
+(no weights are downloaded), trained on synthetic tokens, one process per GPU.
+
+    torchrun --nproc-per-node 8 examples/train_lm.py --model-config model_config.json \\
+        --seq-len 8192 --batch 1 --accumulation 8 --zero 3 --precision bf16 --log-csv steps.csv
+
+``--model-config`` is a JSON file of a transformers config (``model_type`` plus its fields, as
+`planner launch --target torchrun` writes it for the plan's net); ``--tiny`` builds a two-layer
+Llama of width 64 that runs one step on a CPU. Data parallelism is PyTorch's (DDP, ZeRO-1's
+sharded optimizer state, FSDP2), or the engine of ``--deepspeed-config`` (DeepSpeed) or of
+``--accelerate`` (Hugging Face accelerate, configured by `accelerate launch --config_file`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+from trainlib import common_arguments, finish, log_row, mode, setup, train, wrap
+
+TINY = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 256,
+    "max_position_embeddings": 128,
+}
+
+
+def build(args) -> torch.nn.Module:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    spec = TINY if args.tiny else json.loads(open(args.model_config).read())
+    spec = dict(spec)
+    config = AutoConfig.for_model(spec.pop("model_type"), **spec)
+    if args.recompute == "full":
+        config.use_cache = False
+    model = AutoModelForCausalLM.from_config(config)
+    if args.recompute == "full":  # every decoder layer's forward recomputed in the backward pass
+        model.gradient_checkpointing_enable()
+    return model
+
+
+def _lm_loss(model, tokens, _):
+    return model(input_ids=tokens, labels=tokens).loss
+
+
+def _deepspeed(model, args, device, batches):
+    """Train with DeepSpeed's engine: it owns ZeRO, accumulation and the precision (its config)."""
+    import time
+
+    import deepspeed
+
+    engine, _, _, _ = deepspeed.initialize(
+        model=model, model_parameters=model.parameters(), config=args.deepspeed_config
+    )
+    times = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        for _ in range(engine.gradient_accumulation_steps()):
+            tokens, _ = batches()
+            engine.backward(_lm_loss(engine, tokens, None))
+            engine.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _accelerate(model, args, batches):
+    """Train with accelerate's Accelerator: `accelerate launch` chose FSDP or DeepSpeed."""
+    import time
+
+    from accelerate import Accelerator
+
+    acc = Accelerator(gradient_accumulation_steps=args.accumulation)
+    model, optimizer = acc.prepare(model, torch.optim.AdamW(model.parameters(), lr=args.lr))
+    times = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        for _ in range(args.accumulation):
+            tokens, _ = batches()
+            with acc.accumulate(model):
+                acc.backward(_lm_loss(model, tokens.to(acc.device), None))
+                optimizer.step()
+                optimizer.zero_grad()
+        acc.wait_for_everyone()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--model-config", help="JSON file of a transformers config")
+    group.add_argument("--tiny", action="store_true", help="a two-layer Llama of width 64 (tests)")
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--recompute", choices=("none", "full"), default="none")
+    parser.add_argument("--deepspeed-config", default=None, help="train with DeepSpeed and this config")
+    parser.add_argument("--accelerate", action="store_true", help="train with accelerate's Accelerator")
+    common_arguments(parser)
+    args = parser.parse_args(argv)
+    torch.manual_seed(args.seed)
+    device, rank, world = setup()
+    model = build(args)
+    vocab = model.config.vocab_size
+    tokens = torch.randint(0, vocab, (args.batch, args.seq_len), device=device)
+    batches = lambda: (tokens, tokens)  # noqa: E731
+    if args.deepspeed_config:
+        times, how = _deepspeed(model.to(device), args, device, batches), "deepspeed"
+    elif args.accelerate:
+        times, how = _accelerate(model, args, batches), "accelerate"
+    else:
+        model, optimizer = wrap(model, args, device)
+        times, how = (
+            train(model, optimizer, batches, _lm_loss, args, device),
+            f"{mode(args)} zero {args.zero}",
+        )
+    args.net = args.net or model.config.model_type
+    row = log_row(args, times, world, args.seq_len, f"transformers {how}", recompute=args.recompute)
+    if rank == 0:
+        print(f"{args.net}: {len(times)} steps, median {row['value']} ms per step")
+    finish()
+    return row
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,315 @@
+"""`planner launch`: the plan loader, the target contract (every registered target), refusals
+as one line with exit 2, and --emit on optimize and pareto.
+
+The tools' own validators check the files in test_launch_tools.py; the reference scripts run
+in test_launch_examples.py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from planner.cli import main
+from planner.errors import BadInput
+from planner.launch.plan import LaunchPlan, load_plan
+from planner.launch.registry import TARGETS, emit, parse_targets
+from planner.launch.target import LaunchOptions, Refused
+
+LLAMA70 = dict(
+    net="llama3-70b",
+    device="H100_SXM",
+    network="ib_ndr",
+    gpus=512,
+    gpus_per_node=8,
+    precision="bf16",
+    scheme="ring",
+    microbatch=2,
+    accumulation=1,
+    global_batch=128,
+    tp=8,
+    sp=True,
+    zero=2,
+    seq_len=8192,
+)
+
+
+def llm(**kw) -> LaunchPlan:
+    from planner import catalog
+
+    fields = {**LLAMA70, **kw}
+    fields["model"] = catalog.net_spec(fields["net"])["model"]
+    dp = fields["gpus"] // (fields.get("tp", 1) * fields.get("pp", 1))
+    fields["global_batch"] = fields["microbatch"] * fields["accumulation"] * dp
+    return LaunchPlan(**fields)
+
+
+def cnn(**kw) -> LaunchPlan:
+    fields = dict(
+        net="resnet50",
+        device="H100_SXM",
+        network="ib_ndr",
+        gpus=64,
+        gpus_per_node=8,
+        precision="bf16",
+        scheme="ring",
+        microbatch=128,
+        accumulation=1,
+        global_batch=8192,
+    )
+    return LaunchPlan(**{**fields, **kw})
+
+
+# Plans every target is run against: the contract holds for each (files, or a one-line refusal).
+PLANS = {
+    "llama70-tp8-sp-zero2": llm(),
+    "llama70-pp4-zero3": llm(tp=8, pp=4, zero=3, accumulation=8, interleave=2),
+    "llama70-pp4-zero1-full": llm(tp=8, pp=4, zero=1, accumulation=8, recompute="full", interleave=2),
+    "llama8-dp-zero3": llm(net="llama3-8b", gpus=64, tp=1, sp=False, zero=3, microbatch=1, accumulation=4),
+    "llama8-dp-zero0": llm(net="llama3-8b", gpus=64, tp=1, sp=False, zero=0, microbatch=1),
+    "llama8-tp2-zero1": llm(net="llama3-8b", gpus=64, tp=2, sp=False, zero=1, microbatch=1),
+    "gpt3-fp8-selective": llm(
+        net="gpt3-175b", gpus=1024, tp=8, pp=8, zero=1, precision="fp8", recompute="selective"
+    ),
+    "resnet50": cnn(),
+    "vgg16-single-node": cnn(net="vgg16", gpus=8, global_batch=1024),
+}
+
+
+@pytest.mark.parametrize("name", TARGETS)
+@pytest.mark.parametrize("plan_key", PLANS)
+def test_every_target_writes_files_or_refuses_in_one_line(name, plan_key):
+    """The contract: refusal() is None or one line; files() is non-empty text, scripts start
+    with a shebang; a scheduler brings its engine's files."""
+    target, plan = TARGETS[name], PLANS[plan_key]
+    why = target.refusal(plan)
+    if why is not None:
+        assert why and "\n" not in why
+        with pytest.raises(Refused, match=f"--target {name} cannot run this plan"):
+            emit(plan, [target], LaunchOptions())
+        return
+    try:
+        files = emit(plan, [target], LaunchOptions())
+    except Refused as exc:  # a scheduler whose default engine (torchrun) refuses
+        assert target.scheduler and "wraps torchrun" in str(exc)
+        return
+    assert files and all(isinstance(v, str) and v for v in files.values())
+    for fname, text in files.items():
+        if fname.endswith((".sh", ".sbatch")):
+            assert text.startswith("#!/usr/bin/env bash\n")
+
+
+def test_every_target_runs_some_plan():
+    """No target refuses everything the contract plans cover."""
+    for name, target in TARGETS.items():
+        runs = [k for k, p in PLANS.items() if target.refusal(p) is None]
+        assert runs, name
+
+
+def test_llm_plan_numbers_in_every_engine():
+    """The plan's degrees and batch sizes appear in each engine that accepts it."""
+    plan = PLANS["llama8-dp-zero3"]
+    files = emit(
+        plan, parse_targets("torchrun,megatron,nemo,torchtitan,deepspeed,accelerate"), LaunchOptions()
+    )
+    assert "--micro-batch-size 1\n--global-batch-size 256\n" in files["megatron_args.txt"]
+    assert "--use-torch-fsdp2" in files["megatron_args.txt"]
+    assert "train.global_batch_size=256\n" in files["nemo_overrides.txt"]
+    assert "ddp.data_parallel_sharding_strategy=optim_grads_params\n" in files["nemo_overrides.txt"]
+    assert "--parallelism.data_parallel_shard_degree 64\n" in files["torchtitan_args.txt"]
+    assert "--parallelism.fsdp_reshard_after_forward always\n" in files["torchtitan_args.txt"]
+    ds = json.loads(files["ds_config.json"])
+    assert (
+        ds["train_batch_size"],
+        ds["train_micro_batch_size_per_gpu"],
+        ds["gradient_accumulation_steps"],
+    ) == (256, 1, 4)
+    assert ds["zero_optimization"]["stage"] == 3
+    assert "fsdp_reshard_after_forward: true" in files["accelerate_config.yaml"]
+    assert "--batch 1 --accumulation 4 --precision bf16 --zero 3" in files["torchrun.sh"]
+    config = json.loads(files["model_config.json"])
+    assert (config["model_type"], config["num_hidden_layers"], config["num_key_value_heads"]) == (
+        "llama",
+        32,
+        8,
+    )
+
+
+@pytest.mark.parametrize(
+    "target, plan, rule",
+    [
+        ("megatron", cnn(), "is a CNN"),
+        (
+            "megatron",
+            PLANS["llama70-pp4-zero3"],
+            "'--use-torch-fsdp2 is not supported with pipeline parallelism'",
+        ),
+        ("megatron", llm(tp_overlap=True, sp=False), "only when sequence parallelism is enabled"),
+        (
+            "deepspeed",
+            llm(tp=8, pp=4, zero=2),
+            "'ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'",
+        ),
+        ("torchtitan", PLANS["llama8-tp2-zero1"], "no ZeRO-1"),
+        ("torchtitan", PLANS["gpt3-fp8-selective"], "no config_registry entry for gpt3-175b"),
+        ("torchrun", llm(), "data parallel only"),
+        ("accelerate", PLANS["llama70-pp4-zero1-full"], "no pipeline or expert parallelism"),
+        ("nemo", PLANS["vgg16-single-node"], "is a CNN"),
+        ("skypilot", cnn(device="K80"), "no accelerator name for K80"),
+    ],
+)
+def test_refusals_cite_the_rule(target, plan, rule):
+    assert rule in TARGETS[target].refusal(plan)
+
+
+def test_nemo_takes_zero3_with_pipeline():
+    """Megatron-Bridge shards ZeRO-3 with Megatron-FSDP, so the FSDP2 rule does not apply."""
+    assert TARGETS["nemo"].refusal(PLANS["llama70-pp4-zero3"]) is None
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Seeded runs of the issue: the best plans of llama3-70b on 512 H100 and resnet50 on 64."""
+    root = tmp_path_factory.mktemp("runs")
+    common = ["--gpu", "H100_SXM", "--network", "ib_ndr", "--format", "json"]
+    assert main(["optimize", "llama3-70b", "--budget", "512gpus", *common, "--out", str(root / "llama")]) == 0
+    assert main(["optimize", "resnet50", "--budget", "64gpus", *common, "--out", str(root / "resnet")]) == 0
+    return root
+
+
+def test_load_plan_from_a_run_folder_matches_run_json(runs):
+    best = json.loads((runs / "llama" / "run.json").read_text())["best"]
+    plan = load_plan(runs / "llama")
+    assert (plan.gpus, plan.tp, plan.pp, plan.dp, plan.zero) == (
+        best["gpus"],
+        best["tp"],
+        best["pp"],
+        best["dp"],
+        best["zero"],
+    )
+    assert (plan.microbatch, plan.global_batch, plan.seq_len) == (
+        best["microbatch"],
+        best["global_batch"],
+        best["seq_len"],
+    )
+    assert plan.sp == (best["sp"] == "on") and plan.transformer
+
+
+def test_cli_refusal_is_one_line_exit_2(runs, tmp_path, capsys):
+    assert main(["launch", str(runs / "resnet"), "--target", "megatron", "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: --target megatron cannot run this plan")
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{", "not a JSON plan"),
+        ("[]", "not a JSON object"),
+        ('{"hello": 1}', "neither a plan_<k>.json"),
+        ('{"device": "H100_SXM", "workers": 8, "net": "resnet50"}', "field 'gpus_per_node'"),
+        (
+            '{"device": "H100_SXM", "workers": 12, "gpus_per_node": 8, "net": "resnet50"}',
+            "does not fill nodes",
+        ),
+        (
+            '{"device": "H100_SXM", "workers": 8, "gpus_per_node": 8, "net": "resnet50", "network": "ib_ndr",'
+            ' "precision": "bf17", "scheme": "ring", "batch_per_worker": 8}',
+            "field 'precision' is 'bf17'",
+        ),
+        (
+            '{"device": "H100_SXM", "workers": 8, "gpus_per_node": 8, "net": "nonet", "network": "ib_ndr",'
+            ' "precision": "bf16", "scheme": "ring", "batch_per_worker": 8}',
+            "unknown net 'nonet'",
+        ),
+    ],
+)
+def test_malformed_plans_are_one_line_exit_2(tmp_path, capsys, content, message):
+    path = tmp_path / "plan_0.json"
+    path.write_text(content)
+    with pytest.raises(BadInput, match=message):
+        load_plan(path)
+    assert main(["launch", str(path), "--target", "torchrun", "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_unknown_target_lists_the_valid_ones(runs, tmp_path, capsys):
+    assert main(["launch", str(runs / "resnet"), "--target", "kubeflow", "-o", str(tmp_path)]) == 2
+    assert "--target 'kubeflow' (valid: torchrun, slurm, skypilot" in capsys.readouterr().err
+
+
+def test_emit_on_optimize_writes_the_best_plan(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["optimize", "resnet50", "--budget", "16gpus", "--gpu", "H100_SXM", "--trials", "40"]
+    assert main([*args, "--out", str(out), "--emit", "torchrun,skypilot", "--format", "json"]) == 0
+    best = json.loads((out / "run.json").read_text())["best"]
+    sky = (out / "launch" / "sky_task.yaml").read_text()
+    assert f"num_nodes: {best['nodes']}" in sky and f"H100:{best['gpus_per_node']}" in sky
+    assert f"--batch {best['batch_per_worker']} " in (out / "launch" / "torchrun.sh").read_text()
+
+
+def test_emit_on_pareto_writes_the_first_front_plan(tmp_path):
+    out = tmp_path / "front"
+    args = [
+        "pareto",
+        "resnet50",
+        "--budget",
+        "16gpus",
+        "--gpu",
+        "H100_SXM",
+        "--trials",
+        "40",
+        "--out",
+        str(out),
+    ]
+    assert main([*args, "--emit", "slurm"]) == 0
+    plan = json.loads((out / "plan_0.json").read_text())
+    assert (
+        f"#SBATCH --nodes={plan['workers'] // plan['gpus_per_node']}\n"
+        in (out / "launch" / "job.sbatch").read_text()
+    )
+
+
+def test_target_on_optimize_keeps_the_search_to_what_it_runs(tmp_path):
+    out = tmp_path / "run"
+    args = ["optimize", "llama3-70b", "--budget", "512gpus", "--gpu", "H100_SXM", "--network", "ib_ndr"]
+    assert main([*args, "--target", "deepspeed", "--out", str(out), "--format", "json"]) == 0
+    plan = load_plan(out)
+    assert TARGETS["deepspeed"].refusal(plan) is None and not plan.sp and plan.pp == 1
+    ds = json.loads((out / "launch" / "ds_config.json").read_text())
+    assert ds["train_batch_size"] == plan.global_batch
+
+
+def test_target_on_optimize_refuses_an_axis_it_cannot_run(capsys):
+    args = ["optimize", "llama3-70b", "--budget", "64gpus", "--tp", "8", "--target", "torchrun"]
+    assert main(args) == 2
+    assert "--tp 8: --target torchrun runs none of it (it takes: 1)" in capsys.readouterr().err
+
+
+def test_emit_unknown_target_fails_before_the_search(capsys):
+    assert main(["optimize", "resnet50", "--budget", "16gpus", "--emit", "k8s"]) == 2
+    assert "--emit 'k8s'" in capsys.readouterr().err
+
+
+def test_fields_are_frozen():
+    with pytest.raises(AttributeError):
+        replace(PLANS["resnet50"]).gpus = 3  # type: ignore[misc]
+
+
+def test_sweep_cell_is_a_plan(tmp_path, capsys):
+    """`planner launch SPEC.yaml#N` launches the best plan of a finished sweep cell."""
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(
+        f"name: cells\ntrials: 20\nresults: {tmp_path / 'sweeps'}\n"
+        "grid:\n  net: [resnet50]\n  budget: [8gpus, 16gpus]\n"
+        "options:\n  gpu: H100_SXM\n  network: ib_ndr\n"
+    )
+    assert main(["sweep", "run", str(spec), "--workers", "1"]) == 0
+    plan = load_plan(f"{spec}#1")
+    assert plan.net == "resnet50" and plan.gpus <= 16 and plan.device == "H100_SXM"
+    assert main(["launch", f"{spec}#2", "--target", "torchrun", "-o", str(tmp_path / "out")]) == 2
+    assert "no cell 2 in" in capsys.readouterr().err

@@ -1,0 +1,163 @@
+"""The torchrun target's reference scripts run one training step on the CPU (gloo, one
+process), from the files `planner launch` writes, and log a row the measurement loader of
+`planner calibrate` and `planner validate` reads.
+
+The plan's command is run as written except for what a CPU cannot hold: one node of one
+process, a tiny model of the same family (``--arch tiny``; a two-layer Llama config), short
+sequences and one step.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from planner.calibrate import measurements
+from planner.errors import BadInput
+from planner.launch.registry import TARGETS
+from planner.launch.target import LaunchOptions
+
+pytest.importorskip("torch", reason="the reference scripts need PyTorch: pip install '.[launch]'")
+sys.path.insert(0, str(Path(__file__).parent))
+from test_launch import PLANS  # noqa: E402
+
+TINY_LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 256,
+    "max_position_embeddings": 64,
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_files(plan, out: Path) -> None:
+    """The torchrun target's files for ``plan``, in ``out``."""
+    out.mkdir()
+    for name, text in TARGETS["torchrun"].files(plan, LaunchOptions()).items():
+        (out / name).write_text(text)
+
+
+def run_one_step(plan, out: Path, extra: list[str]) -> Path:
+    """Run the written node command on one CPU process; returns the CSV it logged."""
+    line = (out / "torchrun.sh").read_text().strip().splitlines()[-1]
+    assert line.startswith(f"torchrun --nnodes {plan.nodes} --nproc-per-node {plan.gpus_per_node} ")
+    command = re.sub(r"^torchrun --nnodes \d+ --nproc-per-node \d+", "--nnodes 1 --nproc-per-node 1", line)
+    env = f"export NODE_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT={_free_port()};"
+    done = subprocess.run(
+        ["bash", "-c", f"{env} {sys.executable} -m torch.distributed.run {command} {' '.join(extra)}"],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "1 steps, median" in done.stdout
+    return out / "steps.csv"
+
+
+def check_row(path: Path, plan, tmp_path: Path) -> measurements.Run:
+    """The loader refuses the CPU's row by its device (a GPU profile is fitted from GPU runs)
+    and reads every other column; with the plan's GPU in the device column it loads."""
+    with pytest.raises(BadInput, match="row 1, column device|measured on the CPU"):
+        measurements.load(path)
+    rows = list(csv.DictReader(path.open()))
+    assert len(rows) == 1 and rows[0]["device"] == "cpu" and float(rows[0]["value"]) > 0
+    rows[0]["device"] = plan.device
+    relabelled = tmp_path / "as_gpu.csv"
+    with relabelled.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (run,) = measurements.load(relabelled)
+    assert (run.net, run.precision, run.metric) == (plan.net, plan.precision, "iteration_ms")
+    assert (run.batch_per_gpu, run.accumulation, run.zero, run.gpus) == (
+        plan.microbatch,
+        plan.accumulation,
+        plan.zero,
+        1,
+    )
+    return run
+
+
+@pytest.mark.slow
+def test_cnn_example_runs_one_step_of_the_resnet_plan(tmp_path):
+    plan = PLANS["resnet50"]
+    out = tmp_path / "launch"
+    write_files(plan, out)
+    extra = ["--arch", "tiny", "--image-size", "32", "--classes", "10", "--steps", "1", "--warmup", "0"]
+    check_row(run_one_step(plan, out, extra), plan, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("zero", [0, 3])
+def test_lm_example_runs_one_step_of_an_fsdp_plan(tmp_path, zero):
+    pytest.importorskip("transformers", reason="the LM script needs transformers: pip install '.[launch]'")
+    from dataclasses import replace
+
+    plan = replace(PLANS["llama8-dp-zero3"], zero=zero, accumulation=2)
+    out = tmp_path / "launch"
+    write_files(plan, out)
+    written = json.loads((out / "model_config.json").read_text())
+    assert (written["model_type"], written["num_hidden_layers"]) == ("llama", plan.model["n_layers"])
+    (out / "model_config.json").write_text(
+        json.dumps(TINY_LLAMA)
+    )  # the plan's 8B net does not fit a CPU test
+    run = check_row(
+        run_one_step(plan, out, ["--seq-len", "32", "--steps", "1", "--warmup", "0"]), plan, tmp_path
+    )
+    assert run.seq_len == 32
+
+
+@pytest.mark.slow
+def test_lm_example_trains_one_step_under_accelerate_launch(tmp_path):
+    """The accelerate target's script path (--accelerate: accelerate's Accelerator, gradient
+    accumulation included) under `accelerate launch` on the CPU, one process."""
+    pytest.importorskip("accelerate", reason="pip install '.[launch]'")
+    plan = PLANS["llama8-dp-zero0"]
+    out = tmp_path / "launch"
+    write_files(plan, out)
+    launcher = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "1"]
+    launcher += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    script = [
+        "train_lm.py",
+        "--tiny",
+        "--seq-len",
+        "16",
+        "--batch",
+        "2",
+        "--accumulation",
+        "2",
+        "--steps",
+        "1",
+    ]
+    script += [
+        "--warmup",
+        "0",
+        "--precision",
+        "fp32",
+        "--accelerate",
+        "--net",
+        plan.net,
+        "--log-csv",
+        "steps.csv",
+    ]
+    done = subprocess.run(launcher + script, cwd=out, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = csv.DictReader((out / "steps.csv").open())
+    assert row["framework"].endswith("transformers accelerate") and row["accumulation"] == "2"

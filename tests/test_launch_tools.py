@@ -1,0 +1,431 @@
+"""Each launch target's files, checked by the tool's own code from its pip package.
+
+The plans are the issue's: the best plan of `planner optimize llama3-70b --budget 512gpus --gpu
+H100_SXM --network ib_ndr` (every LLM target that can run it; the others refuse it in one line
+and are checked on the best plan of the same search kept to what they run), and the best plan of
+resnet50 on 64 H100 (torchrun, slurm, skypilot). A tool that is not installed skips its test with
+the command that installs it (`pip install '.[launch]'`, which CI runs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner.cli import main
+from planner.launch.plan import LaunchPlan, load_plan
+from planner.launch.registry import TARGETS, emit, parse_targets
+from planner.launch.target import LaunchOptions
+
+INSTALL = "pip install '.[launch]'"
+sys.path.insert(0, str(Path(__file__).parent))
+from test_launch import PLANS as CONTRACT_PLANS  # noqa: E402
+
+LLM_TARGETS = ("megatron", "nemo", "torchtitan", "deepspeed", "accelerate")
+
+
+def need(module: str):
+    return pytest.importorskip(module, reason=f"{module} is not installed: {INSTALL}")
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory) -> dict[str, LaunchPlan]:
+    """The issue's plans, from seeded searches (see the module docstring)."""
+    root = tmp_path_factory.mktemp("runs")
+    llama = [
+        "llama3-70b",
+        "--budget",
+        "512gpus",
+        "--gpu",
+        "H100_SXM",
+        "--network",
+        "ib_ndr",
+        "--format",
+        "json",
+    ]
+    runs = {
+        "llama": llama,
+        # the same search kept to plans DeepSpeed and accelerate run (no sequence or pipeline parallelism)
+        "llama-dp": [*llama, "--target", "deepspeed,accelerate"],
+        "resnet": [
+            "resnet50",
+            "--budget",
+            "64gpus",
+            "--gpu",
+            "H100_SXM",
+            "--network",
+            "ib_ndr",
+            "--format",
+            "json",
+        ],
+    }
+    for name, args in runs.items():
+        assert main(["optimize", *args, "--out", str(root / name)]) == 0
+    return {name: load_plan(root / name) for name in runs}
+
+
+def files_for(plan: LaunchPlan, targets: str, out: Path, **opts) -> Path:
+    for name, text in emit(plan, parse_targets(targets), LaunchOptions(**opts)).items():
+        (out / name).write_text(text)
+    return out
+
+
+def tokens(path: Path) -> dict[str, object]:
+    """A file of command-line options as flag -> value (True for a flag without one)."""
+    out: dict[str, object] = {}
+    words = shlex.split(path.read_text())
+    for i, w in enumerate(words):
+        if w.startswith("--"):
+            nxt = words[i + 1] if i + 1 < len(words) else None
+            out[w] = True if nxt is None or nxt.startswith("--") or ":" in nxt else nxt
+    return out
+
+
+def test_the_llama_plan_is_the_one_the_issue_names(plans):
+    """The numbers below are whatever the seeded search picks; the targets must carry them."""
+    p = plans["llama"]
+    assert (p.net, p.device, p.gpus, p.network) == ("llama3-70b", "H100_SXM", 512, "ib_ndr")
+    assert p.tp * p.pp * p.dp == 512 and p.global_batch == p.microbatch * p.accumulation * p.dp
+
+
+@pytest.mark.parametrize("name", LLM_TARGETS)
+def test_every_llm_target_runs_or_refuses_the_llama_plan(plans, name):
+    """Each LLM target writes the best llama3-70b plan's files, or refuses it in one line (the
+    CLI's exit 2 is in test_launch.py); a refusing target runs the plan of the search kept to
+    what it runs."""
+    why = TARGETS[name].refusal(plans["llama"])
+    if why is None:
+        assert emit(plans["llama"], [TARGETS[name]], LaunchOptions())
+    else:
+        assert "\n" not in why
+        assert TARGETS[name].refusal(plans["llama-dp"]) is None
+
+
+# --- DeepSpeed ---------------------------------------------------------------------------
+
+
+class _DataParallel:
+    """DeepSpeed's model-parallel unit protocol (``mpu``): how it learns the data-parallel size."""
+
+    def __init__(self, dp: int):
+        self.dp = dp
+
+    def get_data_parallel_world_size(self) -> int:
+        return self.dp
+
+
+@pytest.fixture
+def deepspeed_comm(monkeypatch):
+    """DeepSpeedConfig asks deepspeed.comm for this process's rank before it asks the ``mpu``
+    for the data-parallel size; without a process group it falls back to a world of one. The
+    rank query alone is answered here (rank 0), so the config's own batch logic runs at the
+    plan's data-parallel size without building DeepSpeed's communication ops."""
+    need("deepspeed")
+    import deepspeed.comm
+
+    monkeypatch.setattr(deepspeed.comm, "get_rank", lambda *a, **k: 0)
+
+
+def test_deepspeed_config_passes_deepspeeds_batch_arithmetic(plans, tmp_path, deepspeed_comm):
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    plan = plans["llama"] if TARGETS["deepspeed"].refusal(plans["llama"]) is None else plans["llama-dp"]
+    path = files_for(plan, "deepspeed", tmp_path) / "ds_config.json"
+    cfg = DeepSpeedConfig(str(path), mpu=_DataParallel(plan.dp))
+    assert cfg.train_batch_size == plan.global_batch
+    assert cfg.train_micro_batch_size_per_gpu == plan.microbatch
+    assert cfg.gradient_accumulation_steps == plan.accumulation
+    assert cfg.zero_optimization_stage == plan.zero
+    assert cfg.bfloat16_config.enabled == (plan.precision == "bf16")
+    # the same check refuses a global batch that the data-parallel size does not produce
+    bad = json.loads(path.read_text())
+    bad["train_batch_size"] += plan.microbatch
+    with pytest.raises(AssertionError, match="Check batch related parameters"):
+        DeepSpeedConfig(bad, mpu=_DataParallel(plan.dp))
+
+
+# --- SkyPilot ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which, engine", [("resnet", "torchrun"), ("llama", "megatron")])
+def test_skypilot_task_loads_with_skypilots_loader(plans, tmp_path, which, engine):
+    need("sky")
+    import sky
+
+    plan = plans[which]
+    out = files_for(plan, f"{engine},skypilot", tmp_path, provider="aws", pricing="spot")
+    task = sky.Task.from_yaml(str(out / "sky_task.yaml"))
+    assert task.num_nodes == plan.nodes
+    (res,) = task.resources
+    assert res.accelerators == {"H100": plan.gpus_per_node}
+    assert res.use_spot and str(res.cloud).lower() == "aws"
+    assert f"--nproc-per-node {plan.gpus_per_node}" in task.run
+    assert task.envs["NCCL_IB_DISABLE"] == "0"  # ib_ndr: InfiniBand verbs
+
+
+# SkyPilot's accelerator names (skypilot-org/skypilot-catalog, catalogs/v8/common/accelerators.csv,
+# commit 001ca549aad50db24c5670b5438bea0573a2b6c0): SkyPilot downloads this catalog at run time,
+# so the names it validates against are copied here as reference data.
+SKYPILOT_ACCELERATORS = (
+    "A10 A100 A100-80GB A100-80GB-SXM A10G A30 A40 A4000 A6000 A800 B200 GH200 H100 H100-MEGA H100-NVL "
+    "H100-NVLINK H100-SXM H200 H200-SXM K80 L4 L40 L40S M60 MI300X P100 P4 RTX3090 RTX4090 T4 T4g V100 V100-32GB"
+).split()
+
+
+def test_skypilot_names_are_skypilots():
+    """Every accelerator name the target writes is in SkyPilot's catalog, and every cloud in
+    SkyPilot's own cloud registry."""
+    need("sky")
+    from sky.utils import registry
+
+    from planner.launch.skypilot import ACCELERATORS, CLOUDS
+
+    assert set(ACCELERATORS.values()) <= set(SKYPILOT_ACCELERATORS)
+    for cloud in CLOUDS.values():
+        assert registry.CLOUD_REGISTRY.from_str(cloud) is not None, cloud
+
+
+# --- torchtitan --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["llama", "llama-dp", "llama-no-sp"])
+def test_torchtitan_arguments_parse_with_its_config_manager(plans, tmp_path, which):
+    need("torchtitan")
+    from torchtitan.config import ConfigManager
+    from torchtitan.distributed import ParallelDims
+
+    from planner.launch.torchtitan import CONFIGS
+
+    plan = plans.get(which) or dataclasses.replace(plans["llama"], sp=False)
+    out = files_for(plan, "torchtitan", tmp_path)
+    module, config = CONFIGS[plan.net]
+    args = shlex.split((out / "torchtitan_args.txt").read_text())
+    cfg = ConfigManager().parse_args(["--module", module, "--config", config, *args])
+    par = cfg.parallelism
+    assert (par.tensor_parallel_degree, par.pipeline_parallel_degree) == (plan.tp, plan.pp)
+    assert par.data_parallel_shard_degree * par.data_parallel_replicate_degree == plan.dp
+    assert par.enable_sequence_parallel == (plan.sp or plan.tp == 1)
+    assert (cfg.training.global_batch_size, cfg.training.seq_len) == (plan.global_batch, plan.seq_len)
+    dims = ParallelDims.from_config(par, world_size=plan.gpus)  # asserts the degrees fill the GPUs
+    assert dims.world_size == plan.gpus
+    # torchtitan's trainer: gradient accumulation = global / (local x data-parallel degree)
+    assert plan.global_batch % (cfg.training.local_batch_size * plan.dp) == 0
+    assert (cfg.activation_checkpoint is None) == (plan.recompute == "none")
+
+
+# --- Megatron-Core / Megatron-LM ----------------------------------------------------------
+
+# Megatron-LM flags whose Megatron-Core field has another name, or that set none
+RENAMED = {
+    "--swiglu": ("gated_linear_unit", True),
+    "--disable-bias-linear": ("add_bias_linear", False),
+    "--no-gradient-accumulation-fusion": ("gradient_accumulation_fusion", False),
+    "--num-experts": ("num_moe_experts", None),
+    "--fp8-format": ("fp8", None),
+    "--num-virtual-stages-per-pipeline-rank": ("virtual_pipeline_model_parallel_size", None),
+}
+
+
+def _mcore(flags: dict[str, object], plan: LaunchPlan):
+    """Megatron-Core's own config objects built from Megatron-LM flags, as Megatron-LM's
+    core_transformer_config_from_args copies same-named arguments into them."""
+    import torch
+    from megatron.core.distributed import DistributedDataParallelConfig
+    from megatron.core.num_microbatches_calculator import ConstantNumMicroBatchesCalculator
+    from megatron.core.transformer import TransformerConfig
+
+    fields = {f.name for f in dataclasses.fields(TransformerConfig)}
+    ddp_fields = {f.name for f in dataclasses.fields(DistributedDataParallelConfig)}
+    tc, ddp = {}, {}
+    for flag, value in flags.items():
+        name, fixed = RENAMED.get(flag, (flag[2:].replace("-", "_"), None))
+        value = fixed if fixed is not None else value
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        if name in fields:
+            tc[name] = value
+        elif name in ddp_fields:
+            ddp[name] = value
+    if plan.pp > 1:  # Megatron-LM sets it from the parameter dtype
+        tc["pipeline_dtype"] = torch.bfloat16
+    if plan.zero == 2:
+        ddp["use_megatron_fsdp"] = True
+    config = TransformerConfig(**tc)  # __post_init__ checks the degrees and recomputation
+    DistributedDataParallelConfig(**ddp)
+    calc = ConstantNumMicroBatchesCalculator(
+        int(flags.get("--global-batch-size", flags.get("train.global_batch_size", 0))),
+        int(flags.get("--micro-batch-size", flags.get("train.micro_batch_size", 0))),
+        plan.dp,
+        False,
+        0,
+    )
+    return config, calc
+
+
+@pytest.mark.parametrize("which", ["llama", "llama-dp"])
+def test_megatron_arguments_build_megatron_core_configs(plans, tmp_path, which):
+    need("megatron.core")
+    plan = plans[which]
+    flags = tokens(files_for(plan, "megatron", tmp_path) / "megatron_args.txt")
+    config, calc = _mcore(flags, plan)
+    assert (config.tensor_model_parallel_size, config.pipeline_model_parallel_size) == (plan.tp, plan.pp)
+    assert config.sequence_parallel == plan.sp
+    assert (config.num_layers, config.hidden_size) == (plan.model["n_layers"], plan.model["d_model"])
+    assert calc.get() == plan.accumulation
+
+
+def test_megatron_core_refuses_what_the_target_refuses():
+    """The checks the test relies on bite: sequence parallelism without TP is refused by
+    Megatron-Core's own ModelParallelConfig."""
+    need("megatron.core")
+    from megatron.core.transformer import TransformerConfig
+
+    with pytest.raises(ValueError, match="sequence parallelism without tensor parallelism"):
+        TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, sequence_parallel=True)
+
+
+MEGATRON_LM_CHECK = textwrap.dedent(
+    """
+    import shlex, sys, typing
+    typing.override = getattr(typing, "override", lambda f: f)  # 3.12's typing.override on 3.11
+    import megatron.training.arguments as arguments
+    arguments.get_device_arch_version = lambda: 9  # the plan's H100 (compute capability 9.0)
+    sys.argv = ["pretrain_gpt.py", *shlex.split(open(sys.argv[1]).read())]
+    args = arguments.parse_args()
+    arguments.validate_args(args)
+    print(args.tensor_model_parallel_size, args.pipeline_model_parallel_size, args.data_parallel_size,
+          args.micro_batch_size, args.global_batch_size)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "which", ["llama", "llama-dp", "llama70-pp4-zero1-full", "llama8-tp2-zero1", "gpt3-fp8-selective"]
+)
+def test_megatron_arguments_pass_megatron_lm_validate_args(plans, tmp_path, which):
+    """With a Megatron-LM checkout (MEGATRON_LM, as the emitted script reads it), its own
+    parse_args and validate_args accept the arguments at the plan's world size."""
+    checkout = os.environ.get("MEGATRON_LM")
+    if not checkout or not Path(checkout, "megatron", "training", "arguments.py").is_file():
+        pytest.skip("set MEGATRON_LM to a NVIDIA/Megatron-LM checkout (megatron/training is not on PyPI)")
+    plan = plans.get(which) or CONTRACT_PLANS[which]  # the search's, or test_launch.py's
+    out = files_for(plan, "megatron", tmp_path)
+    env = {**os.environ, "PYTHONPATH": checkout, "WORLD_SIZE": str(plan.gpus), "RANK": "0"}
+    env.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
+    if "CUDA_DEVICE_MAX_CONNECTIONS=1 " in (out / "megatron.sh").read_text():  # as the script runs it
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-c", MEGATRON_LM_CHECK, str(out / "megatron_args.txt")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    want = f"{plan.tp} {plan.pp} {plan.dp} {plan.microbatch} {plan.global_batch}"
+    assert done.stdout.strip().splitlines()[-1] == want
+
+
+# --- NeMo / Megatron-Bridge -----------------------------------------------------------------
+
+# Megatron-Bridge's registered mixed-precision recipes (src/megatron/bridge/training/mixed_precision.py,
+# NVIDIA-NeMo/Megatron-Bridge commit 067f987df03b8355b03192d88d70f1709fedf51a)
+BRIDGE_MIXED_PRECISION = ("bf16_mixed", "fp16_mixed", "bf16_with_fp8_current_scaling_mixed")
+
+
+def test_nemo_overrides_build_the_config_containers_megatron_core_classes(plans, tmp_path):
+    """Megatron-Bridge needs Transformer Engine and CUDA to import, so its ConfigContainer's own
+    classes (Megatron-Core's TransformerConfig and DistributedDataParallelConfig) check the
+    overrides, with the model's shape from the recipe's net."""
+    need("megatron.core")
+    import torch
+    from megatron.core.distributed import DistributedDataParallelConfig
+    from megatron.core.num_microbatches_calculator import ConstantNumMicroBatchesCalculator
+    from megatron.core.transformer import TransformerConfig
+
+    plan = plans["llama"]
+    lines = (files_for(plan, "nemo", tmp_path) / "nemo_overrides.txt").read_text().split()
+    kv = dict(line.split("=", 1) for line in lines)
+    value = lambda v: {"true": True, "false": False, "null": None}.get(v, int(v) if v.isdigit() else v)  # noqa: E731
+    model = {k[6:]: value(v) for k, v in kv.items() if k.startswith("model.")}
+    ddp = {k[4:]: value(v) for k, v in kv.items() if k.startswith("ddp.")}
+    m = plan.model
+    shape = dict(num_layers=m["n_layers"], hidden_size=m["d_model"], num_attention_heads=m["n_heads"])
+    config = TransformerConfig(**shape, **model, pipeline_dtype=torch.bfloat16 if plan.pp > 1 else None)
+    DistributedDataParallelConfig(**ddp)
+    micro, glob = int(kv["train.micro_batch_size"]), int(kv["train.global_batch_size"])
+    assert ConstantNumMicroBatchesCalculator(glob, micro, plan.dp, False, 0).get() == plan.accumulation
+    assert (config.tensor_model_parallel_size, config.sequence_parallel) == (plan.tp, plan.sp)
+    assert kv["mixed_precision"] in BRIDGE_MIXED_PRECISION
+
+
+# --- accelerate ----------------------------------------------------------------------------
+
+
+def test_accelerate_config_passes_accelerate_launch(plans, tmp_path):
+    need("accelerate")
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_multi_gpu_env
+
+    plan = plans["llama"] if TARGETS["accelerate"].refusal(plans["llama"]) is None else plans["llama-dp"]
+    out = files_for(plan, "accelerate", tmp_path)
+    cfg = yaml.safe_load((out / "accelerate_config.yaml").read_text())
+    argv = ["--config_file", str(out / "accelerate_config.yaml"), "--machine_rank", "0"]
+    argv += ["--main_process_ip", "10.0.0.1", str(out / "train_lm.py"), "--batch", str(plan.microbatch)]
+    args = launch_command_parser().parse_args(argv)
+    args, _, _ = _validate_launch_command(args)  # merges the config file into the launch options
+    assert (args.num_processes, args.num_machines) == (plan.gpus, plan.nodes)
+    env = prepare_multi_gpu_env(args)
+    if cfg["distributed_type"] == "FSDP":
+        assert env["ACCELERATE_USE_FSDP"] == "true" and env["FSDP_VERSION"] == "2"
+        assert env["FSDP_RESHARD_AFTER_FORWARD"] == str(plan.zero == 3).lower()
+    assert env["ACCELERATE_MIXED_PRECISION"] == {"bf16": "bf16", "fp16": "fp16"}.get(plan.precision, "no")
+
+
+# --- Slurm ---------------------------------------------------------------------------------
+
+
+@pytest.mark.service
+@pytest.mark.parametrize("which, engine", [("resnet", "torchrun"), ("llama", "megatron")])
+def test_sbatch_accepts_the_script(plans, tmp_path, which, engine):
+    """`sbatch --test-only` parses the script and its directives. The CI cluster is one node
+    without GPUs, so the node count and GPUs are overridden on the command line (which takes
+    precedence over #SBATCH lines); the directives' own values are asserted from the text."""
+    if not os.environ.get("PLANNER_TEST_SLURM") or shutil.which("sbatch") is None:
+        pytest.skip('no Slurm cluster: eval "$(bash .ci/services.sh start)" starts one, as CI does')
+    plan = plans[which]
+    script = files_for(plan, f"{engine},slurm", tmp_path) / "job.sbatch"
+    text = script.read_text()
+    assert f"#SBATCH --nodes={plan.nodes}\n" in text and f"#SBATCH --gres=gpu:{plan.gpus_per_node}\n" in text
+    done = subprocess.run(
+        ["sbatch", "--test-only", "--nodes=1", "--gres=none", "--exclusive=user", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "to start at" in done.stderr or "to start at" in done.stdout
+
+
+def test_resnet_plan_targets_carry_its_numbers(plans, tmp_path):
+    plan = plans["resnet"]
+    out = files_for(plan, "torchrun,slurm,skypilot", tmp_path)
+    node = (out / "torchrun.sh").read_text()
+    assert f"--nnodes {plan.nodes} --nproc-per-node {plan.gpus_per_node}" in node
+    assert (
+        f"--arch resnet50 --channels-last --batch {plan.microbatch} --accumulation {plan.accumulation}"
+        in node
+    )
+    assert f"--precision {plan.precision}" in node
+    assert yaml.safe_load((out / "sky_task.yaml").read_text())["num_nodes"] == plan.nodes
