@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from planner.report.render import table
+from planner.result.stacks import lines as stack_lines
 from planner.space.axes import HEADERS, OPTIONS
 from planner.units import duration
 
@@ -53,6 +54,7 @@ def _best_lines(result) -> list[str]:
         f"iteration {b['iteration_ms']:,.2f} ms{_range(b, 'iteration_ms')}   {b['throughput_samples_s']:,.0f} samples/s   "
         f"memory {b['memory_gb']:.1f} of {b['device_memory_gb']:.0f} GB",
         *_transformer_lines(b),
+        *_stack_line(b),
         *_price_line(b),
         *_energy_line(b, result),
         f"  per iteration: forward {b['forward_ms']:,.2f} ms, backward {b['backward_ms']:,.2f} ms, "
@@ -69,7 +71,17 @@ def _best_lines(result) -> list[str]:
         ),
         *[f"  - {w}" for w in b.get("degrees") or []],
         *_sensitivity_lines(b),
+        *stack_lines(b.get("stacks") or []),
     ]
+
+
+def _stack_line(b: dict) -> list[str]:
+    """The stack the plan is for: what it is fitted on, its error, and what it lacks."""
+    if not b.get("stack"):
+        return []
+    from planner.stacks.listing import summary_line
+
+    return [f"  {summary_line(b['stack'])}"]
 
 
 def _price_line(b: dict) -> list[str]:
@@ -174,7 +186,8 @@ def _shown_headers(plans: list[dict]) -> list[tuple[str, str]]:
     neutral = {"tp": 1, "pp": 1, "zero": 0, "recompute": "none"}
     split = any(a.get("tp", 1) * a.get("pp", 1) > 1 for a in plans)
     shown = [(k, h) for k, h in HEADERS if k not in neutral or any(a.get(k) != neutral[k] for a in plans)]
-    return [(k, h) for k, h in shown if k != "dp" or split]
+    several = len({a.get("stack") for a in plans}) > 1
+    return [(k, h) for k, h in shown if (k != "dp" or split) and (k != "stack" or several)]
 
 
 def _search_line(s: dict) -> str:

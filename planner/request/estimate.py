@@ -39,8 +39,9 @@ class EstimateRequest:
     gpus_per_node: int = 1
     split: str | None = None  # hybrid: first model-parallel layer; None derives it
     accumulation: int = 1  # microbatches per optimizer step (gradient accumulation)
-    calibration: str | None = None  # modern rules: profile file; None: the shipped default
+    calibration: str | None = None  # modern rules: profile file; None: the stack's
     optimizer: str = defaults.OPTIMIZER
+    stack: str | None = None  # modern rules: a stack name (configs/stacks/); None: the family's default
     data_loader: str = defaults.DATA_LOADER  # auto | cpu | dali | none (modern rules)
     # transformers under the modern rules (costs.llm): model parallelism and batch
     tp: int = 1
@@ -171,4 +172,5 @@ def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
         split=data["split"],
         accumulation=int(data.get("accumulation", 1)),  # absent from plans of one microbatch
         calibration=data.get("calibration"),
+        stack=data.get("stack"),
     )
