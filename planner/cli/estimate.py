@@ -228,10 +228,6 @@ def _print_text(records: list[dict]) -> None:
                 else "a smaller batch per worker or a hybrid split needs less."
             )
         )
-    if r0.get("stack"):
-        from planner.stacks.listing import summary_line
-
-        typer.echo(summary_line(r0["stack"]))
     if "total_ms_range" in r0:
         lo, hi = r0["total_ms_range"][0] / r0["total_ms"], r0["total_ms_range"][1] / r0["total_ms"]
         typer.echo(
@@ -240,6 +236,10 @@ def _print_text(records: list[dict]) -> None:
             f"each total x {lo:.2f} to {hi:.2f}, "
             f"e.g. {r0['total_ms']:,.2f} ms ({r0['total_ms_range'][0]:,.2f}-{r0['total_ms_range'][1]:,.2f} ms)"
         )
+    if r0.get("stack"):
+        from planner.stacks.listing import summary_line
+
+        typer.echo(summary_line(r0["stack"]))
 
 
 def _error_kind(rec: dict) -> str:
