@@ -145,7 +145,8 @@ def test_refusals():
     assert plans.refusal(mg, {"pp": 1, "zero": 3}) is None
     assert "--zero 1" in plans.refusal(fs, {"zero": 1})  # FSDP has no optimizer-only sharding
     assert plans.refusal(fs, {"tp": 2, "pp": 2, "zero": 3}) is None
-    assert "model-parallel split" in plans.refusal(registry.get("optimized-cnn"), {"hybrid": True})
+    assert "model-parallel split" in plans.refusal(pt, {"hybrid": True})
+    assert plans.refusal(registry.get("optimized-cnn"), {"hybrid": True}) is None
 
 
 def test_mask_agrees_with_refusal_on_every_combination():
