@@ -52,7 +52,7 @@ def lines(stacks: list[dict]) -> list[str]:
     out = ["", f"What the stack buys (best plan of each stack searched; {best['stack']} wins):"]
     for r in stacks:
         if not r.get("feasible", True):
-            out.append(f"  - {r['stack']}: no feasible plan")
+            out.append(f"  - {r['stack']}: no feasible plan among those the search kept")
             continue
         cost = "" if r["cost_usd"] is None else f", ${r['cost_usd']:,.0f}"
         line = f"  - {r['stack']}: {r['gpus']} x {r['gpu']}, {duration(r['time_to_train_s'])}{cost}"
