@@ -370,3 +370,35 @@ def test_calibrate_reports_every_fold():
     }
     assert "of stack pytorch (GPU generations: Hopper)" in out.text
     assert 'stack = "pytorch"' in out.profile_toml
+
+
+def test_progress_bar_on_a_terminal():
+    buf = io.StringIO()
+    with shown(interactive=True, stream=buf) as report:
+        for i in range(1, 4):
+            report(i, 3, f"fold {i}")
+    assert "3/3" in buf.getvalue() and "fitted fold 3" in buf.getvalue()
+
+
+def test_pareto_names_its_stacks(capsys, tmp_path):
+    code, out, err = run(
+        capsys,
+        "pareto",
+        "llama3-8b",
+        "--budget",
+        "16gpus",
+        "--gpu",
+        "H100_SXM",
+        "--trials",
+        "30",
+        "--stack",
+        "megatron,fsdp",
+        "--out",
+        str(tmp_path / "p"),
+    )
+    assert code == 0, err
+    assert "Stack megatron: " in out or "Stack fsdp: " in out
+    report = (tmp_path / "p" / "report.md").read_text()
+    assert "stack" in report
+    plans = [json.loads(p.read_text()) for p in (tmp_path / "p").glob("plan_*.json")]
+    assert plans and all(p["stack"] in ("megatron", "fsdp") for p in plans)

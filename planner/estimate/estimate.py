@@ -72,7 +72,8 @@ def estimate(req: EstimateRequest) -> list[dict]:
     model = CostModel.of(
         req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader), req.stack
     ).for_net(costs.net.meta)
-    check_stack(req, model)
+    if llm is not None or not req.model_parallel:  # a CNN with --tp: the error below says why
+        check_stack(req, model)
     records = _estimate(req, costs, model, info, net_info, precision, llm)
     for rec in records:  # every answer names its stack (None under PALEO's rules)
         rec["stack"] = model.stack
