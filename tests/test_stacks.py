@@ -402,3 +402,15 @@ def test_pareto_names_its_stacks(capsys, tmp_path):
     assert "stack" in report
     plans = [json.loads(p.read_text()) for p in (tmp_path / "p").glob("plan_*.json")]
     assert plans and all(p["stack"] in ("megatron", "fsdp") for p in plans)
+
+
+def test_calibrate_a_stack_on_given_files(capsys):
+    """--stack with files fits the rows of those files that the stack's rules keep."""
+    csv = "configs/profiles/h100-sxm-pytorch-eager-transformers.csv"
+    code, out, err = run(capsys, "calibrate", csv, "--stack", "pytorch", "--no-loso", "--no-progress")
+    assert code == 0, err
+    assert "on 5 runs from 1 sources of stack pytorch" in out
+    assert "in-sample, not held-out" in out
+    assert err.splitlines() == ["[1/1] fitted all runs"]
+    code, _, err = run(capsys, "calibrate", csv, "--stack", "megatron", "--no-loso")
+    assert code == 2 and "no run of" in one_error_line(err)
