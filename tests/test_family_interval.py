@@ -29,9 +29,11 @@ def test_family_error_splits_residuals_by_family():
 
 def test_cost_model_takes_its_familys_interval():
     meta = {"interval": [0.8, 1.2], "interval_transformer": [0.6, 1.1], "interval_cnn": [0.9, 1.1]}
-    model = CostModel("modern", profile=Profile({}, {}, meta))
+    # a profile given with --calibration keeps its family intervals (without one, for_net takes
+    # the stack's profile: tests/test_stacks.py)
+    model = CostModel("modern", calibration="mine.toml", profile=Profile({}, {}, meta))
     assert model.interval == (0.8, 1.2)
     assert model.for_net({"model": {"d_model": 1}}).interval == (0.6, 1.1)
     assert model.for_net({"name": "alexnet"}).interval == (0.9, 1.1)
-    older = CostModel("modern", profile=Profile({}, {}, {"interval": [0.8, 1.2]}))  # no family figures
+    older = CostModel("modern", calibration="old.toml", profile=Profile({}, {}, {"interval": [0.8, 1.2]}))
     assert older.for_net({"model": {}}).interval == (0.8, 1.2)

@@ -59,14 +59,46 @@ class CalibrateOutput:
     profile_toml: str
 
 
-def run_calibrate(files: list[str], loso: bool = True) -> CalibrateOutput:
-    """Fit a profile to the runs of ``files`` and describe the fit and its held-out error."""
-    runs, skipped = _read_runs(files, measurements.FITTED)
-    c = calibrate(runs, [_display(f) for f in files] or list(measurements.FITTED), loso=loso)
+def _stack_runs(name: str, files: list[str]) -> tuple[list[measurements.Run], str, list[str], dict]:
+    """The runs of stack ``name`` (of ``files`` when given, else of its own files), the note on
+    those skipped, the files used and the stack's profile metadata."""
+    from planner.stacks import registry
+    from planner.stacks import runs as stack_runs
+
+    stack = registry.get(name)
+    if files:
+        fw = stack_runs.StackRuns([], [])
+        for f in files:
+            got = stack_runs.select_file(stack, Path(f))
+            fw = stack_runs.StackRuns(fw.runs + got, fw.files + ([_display(f)] if got else []))
+    else:
+        fw = stack_runs.select(stack)
+    if not fw.runs:
+        raise BadInput(f"--stack {name}: no run of {', '.join(files) or 'its files'} is of this stack")
+    kept, note = predictable(fw.runs)
+    if not kept:
+        raise BadInput(f"--stack {name}: no run to predict ({note})")
+    return kept, note, fw.files, {"stack": name}
+
+
+def run_calibrate(
+    files: list[str], loso: bool = True, stack: str | None = None, progress=None
+) -> CalibrateOutput:
+    """Fit a profile to the runs of ``files`` (of ``stack`` when given) and describe the fit
+    and its held-out error; ``progress`` hears of each fit (see :mod:`planner.calibrate.fitting`)."""
+    if stack is not None:
+        runs, skipped, used, extra = _stack_runs(stack, files)
+    else:
+        runs, skipped = _read_runs(files, measurements.FITTED)
+        used, extra = [_display(f) for f in files] or list(measurements.FITTED), {}
+    kw = {"progress": progress} if progress else {}
+    c = calibrate(runs, used, loso=loso, extra=extra, **kw)
     m = c.profile.meta
     inside = cal.summary(c.fit.log_residuals)
     lines = [
-        f"Calibrated the modern rule set on {m['runs']} runs from {m['sources']} sources.",
+        f"Calibrated the modern rule set on {m['runs']} runs from {m['sources']} sources"
+        + (f" of stack {stack}" if stack else "")
+        + f" (GPU generations: {', '.join(m['generations'])}).",
         "",
         "Fit (scales multiply the cited defaults of configs/efficiencies.toml; 'data said' is how much",
         "the data narrowed each parameter beyond its prior):",
@@ -76,6 +108,8 @@ def run_calibrate(files: list[str], loso: bool = True) -> CalibrateOutput:
         f"p90 {cal.summary(c.default)['p90_ape']:.1f}%",
         f"Fitted, in sample:        median APE {inside['median_ape']:.1f}%, p90 {inside['p90_ape']:.1f}%",
     ]
+    if not loso:
+        lines.append("No held-out error (--no-loso): the profile's intervals are in-sample, not held-out.")
     if loso:
         lines.append(
             f"Leave-one-source-out:     median APE {m['median_ape']:.1f}%, p90 {m['p90_ape']:.1f}% "
@@ -99,15 +133,29 @@ class ValidateOutput:
     files: dict[str, str]
 
 
-def run_validate(files: list[str], calibration: str | None) -> ValidateOutput:
-    """Error of a profile (default: the shipped one) on measured runs (default: the shipped ones)."""
-    runs, skipped = _read_runs(files)
-    prof = load_profile(calibration)
+def _validate_inputs(files: list[str], calibration: str | None, stack: str | None):
+    """(runs, note on skipped runs, profile, its name, the files) of a validation."""
+    if stack is None:
+        runs, skipped = _read_runs(files)
+        return runs, skipped, load_profile(calibration), calibration or "the default profile", files
+    from planner.stacks import registry
+    from planner.stacks.runs import profile as stack_profile
+
+    runs, skipped, _, _ = _stack_runs(stack, files)
+    s = registry.get(stack)
+    prof = load_profile(calibration) if calibration else stack_profile(s)
+    name = calibration or f"configs/profiles/{s.profile}.toml (stack {stack})"
+    return runs, skipped, prof, name, files or list(prof.meta.get("fitted_on", []))
+
+
+def run_validate(files: list[str], calibration: str | None, stack: str | None = None) -> ValidateOutput:
+    """Error of a profile (default: the shipped one; with ``stack``, the stack's) on measured
+    runs (default: the shipped ones; with ``stack``, the stack's runs of them)."""
+    runs, skipped, prof, name, files = _validate_inputs(files, calibration, stack)
     table = RunTable(runs, "modern")
     pred = predict(table, prof)
     if not np.all(np.isfinite(pred)):
         raise BadInput("some runs have no finite prediction (a precision the device lacks?)")
-    name = calibration or "the default profile"
     fitted_on = {Path(x).name for x in prof.meta.get("fitted_on", [])}
     used = files or [str(p) for p in measurements.shipped()]
     overlap = sorted(fitted_on & {Path(x).name for x in used})

@@ -17,7 +17,8 @@ from __future__ import annotations
 import datetime as _dt
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,7 +28,7 @@ from costs.model import evaluate
 from costs.modern.evaluator import Options
 from planner import catalog
 from planner.calibrate.predict import RunTable
-from planner.calibrate.profile import EMPTY, Profile, Space, space
+from planner.calibrate.profile import EMPTY, Profile, Space, generation, space
 from planner.request import defaults
 
 RULES = "modern"
@@ -44,6 +45,13 @@ SIGMA = 0.15  # expected log scatter of one published run about the model (~15%)
 # 0.05 gave 10.9% overall (CNNs 14.6%, transformers 9.9%).
 TAU = 0.05
 COVERAGE = 0.8  # of the prediction interval
+# Told after each fit: (fits done, fits in all, what was fitted). The full fit is one, each
+# leave-one-source-out fold another.
+Progress = Callable[[int, int, str], None]
+
+
+def _quiet(done: int, total: int, what: str) -> None:
+    """No progress shown."""
 
 
 def predict(table: RunTable, profile: Profile = EMPTY) -> np.ndarray:
@@ -112,27 +120,37 @@ def _fold(source: str) -> np.ndarray:
     return _fit_and_predict(_FOLD_TABLE, ~test, test)
 
 
-def leave_one_source_out(table: RunTable, workers: int | None = None) -> np.ndarray:
+def leave_one_source_out(
+    table: RunTable, workers: int | None = None, progress: Progress = _quiet
+) -> np.ndarray:
     """(N,) log(pred / meas), each source predicted by a profile fitted on the others. The
     parameters a fit varies depend on its runs, so each fold builds its own (``_fit``). The
     folds are independent: they run in ``workers`` forked processes (default: one per CPU;
-    each fold is the same computation as in one process)."""
+    each fold is the same computation as in one process). ``progress`` hears of each fold
+    as it ends (fold ``i`` of ``len(folds)``, counted after the full fit)."""
     labels = np.array(table.sources, dtype=object)
     folds = [g for g in dict.fromkeys(labels.tolist()) if not (labels == g).all()]
+    total = len(folds) + 1
+    out = np.full(len(table), np.nan)
     n = min(len(folds), workers or os.cpu_count() or 1)
     if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
-        return cal.held_out(lambda tr, te: _fit_and_predict(table, tr, te), table.measured, table.sources)
+        for i, g in enumerate(folds, start=2):
+            test = labels == g
+            out[test] = np.log(_fit_and_predict(table, ~test, test)) - np.log(table.measured[test])
+            progress(i, total, f"without {g}")
+        return out
     global _FOLD_TABLE
     _FOLD_TABLE = table
     try:
         with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as pool:
-            preds = list(pool.map(_fold, folds))
+            futures = {pool.submit(_fold, g): g for g in folds}
+            for i, done in enumerate(as_completed(futures), start=2):
+                g = futures[done]
+                test = labels == g
+                out[test] = np.log(done.result()) - np.log(table.measured[test])
+                progress(i, total, f"without {g}")
     finally:
         _FOLD_TABLE = None
-    out = np.full(len(table), np.nan)
-    for g, pred in zip(folds, preds, strict=True):
-        test = labels == g
-        out[test] = np.log(pred) - np.log(table.measured[test])
     return out
 
 
@@ -166,20 +184,27 @@ def _source_error(table: RunTable, held: np.ndarray) -> dict:
     return {"held_out_sources": sources, "held_out_median_ape": medians}
 
 
-def calibrate(runs, files: list[str], loso: bool = True) -> Calibration:
-    """Fit a profile to ``runs`` (read from ``files``, recorded in the profile)."""
+def calibrate(
+    runs, files: list[str], loso: bool = True, progress: Progress = _quiet, extra: dict | None = None
+) -> Calibration:
+    """Fit a profile to ``runs`` (read from ``files``, recorded in the profile); ``extra``:
+    more metadata for the profile (the stack it is of)."""
     table = RunTable(runs, RULES)
+    folds = len(set(table.sources)) if loso and len(set(table.sources)) > 1 else 0
     sp, f = _fit(table)
-    held = leave_one_source_out(table) if loso else np.full(len(table), np.nan)
+    progress(1, folds + 1, "all runs")
+    held = leave_one_source_out(table, progress=progress) if loso else np.full(len(table), np.nan)
     default = np.log(predict(table) / table.measured)
     stats = cal.summary(held) if loso else cal.summary(f.log_residuals)
     lo, hi = cal.interval(held if loso else f.log_residuals, COVERAGE)
     meta = {
+        **(extra or {}),
         "rules": RULES,
         "fitted_on": [str(x) for x in files],
         "date": _dt.date.today().isoformat(),
         "runs": len(table),
         "sources": len(set(table.sources)),
+        "generations": sorted({generation(r.device) for r in table.runs}),
         "error_kind": "leave-one-source-out" if loso else "in-sample",
         "median_ape": round(stats["median_ape"], 2),
         "p90_ape": round(stats["p90_ape"], 2),

@@ -84,8 +84,12 @@ class Profile:
 EMPTY = Profile({}, {}, {})
 
 
-def _generation(device: str) -> str:
+def generation(device: str) -> str:
+    """A catalog device's GPU generation (architecture), the unit a profile's scales group by."""
     return str(catalog.device(device).raw.get("generation", "default"))
+
+
+_generation = generation
 
 
 def _winograd_precision(device: str, precision: str) -> bool:

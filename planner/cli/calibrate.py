@@ -24,15 +24,35 @@ def calibrate(
     loso: Annotated[
         bool, typer.Option("--loso/--no-loso", help="Measure the held-out error: refit without each source.")
     ] = True,
+    stack: Annotated[
+        str | None,
+        typer.Option(
+            help="Fit this stack's runs (see `planner list stacks`): those of its files, or of the "
+            "files given, that its rules keep."
+        ),
+    ] = None,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress", help="Show the fits as they end (default: on a terminal, a bar)."
+        ),
+    ] = None,
 ) -> None:
     """Fit the modern rule set's efficiencies to measured runs; print the fit, the
-    leave-one-source-out error per source and the parameters the runs could not identify."""
+    leave-one-source-out error per source and the parameters the runs could not identify.
+    Each fit (all runs, then one per held-out source) is reported as it ends, on stderr."""
     from planner.calibrate.commands import run_calibrate
+    from planner.calibrate.progress import shown
     from planner.errors import BadInput
 
     if output and Path(output).is_dir():
         raise BadInput(f"-o {output}: is a folder; give a file name such as profile.toml")
-    out = run_calibrate(list(measurements or []), loso=loso)
+    if stack is not None:
+        from planner.stacks.registry import get
+
+        get(stack)
+    with shown(progress) as report:
+        out = run_calibrate(list(measurements or []), loso=loso, stack=stack, progress=report)
     typer.echo(out.text, nl=False)
     if output:
         target = Path(output)
@@ -60,13 +80,17 @@ def validate(
         str | None, typer.Option(help="Report folder (default: results/<timestamp>_validate/).")
     ] = None,
     results: Annotated[str, typer.Option(help="Where default report folders go.")] = "results",
+    stack: Annotated[
+        str | None,
+        typer.Option(help="Validate this stack's profile on its runs (see `planner list stacks`)."),
+    ] = None,
 ) -> None:
     """Prediction error against measured runs: median and p90 absolute percentage error and
     bias per source, the worst rows, and a report with a predicted-vs-measured scatter plot."""
     from planner.calibrate.commands import run_validate
     from planner.report.files import run_dir, write_atomic
 
-    v = run_validate(list(measurements or []), calibration)
+    v = run_validate(list(measurements or []), calibration, stack)
     typer.echo(v.text, nl=False)
     target = write_atomic(Path(out) if out else run_dir(results, "measurements", "validate"), v.files)
     typer.echo(f"Report: {target / 'report.html'} (also report.md, predictions.csv)")

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from planner.cli.app import app
-from planner.cli.model_options import Calibration, DataLoader, PppComm, PppComp, Rules
+from planner.cli.model_options import Calibration, DataLoader, PppComm, PppComp, Rules, Stack
 from planner.cli.options import ConvAlg, Fmt, Parallel, Precision, RulesOpt, Scaling, SchemeOpt, What
 from planner.request import defaults
 
@@ -85,6 +85,7 @@ def estimate(
     ] = 1,
     rules: Rules = RulesOpt(defaults.RULES),
     calibration: Calibration = None,
+    stack: Stack = None,
     optimizer: Annotated[
         str, typer.Option(help="Modern rules: optimizer step traffic, sgd, momentum or adam.")
     ] = defaults.OPTIMIZER,
@@ -157,35 +158,53 @@ def estimate(
     elif format is Fmt.csv:
         typer.echo(render.to_csv(records), nl=False)
     else:
-        r0 = records[0]
+        _print_text(records)
+
+
+def _print_text(records: list[dict]) -> None:
+    """The estimate as a table with its header, memory, stack and interval lines."""
+    from planner.report import render
+
+    r0 = records[0]
+    typer.echo(
+        f"{r0['net']} on {r0['device']} over {r0['network']}, {r0['scaling']} scaling, "
+        f"{r0['parallel']} parallel, {r0['precision']}, rules {r0['rules']}"
+        + (f", stack {r0['stack']}" if r0.get("stack") else "")
+        + (f", {r0['accumulation']} microbatches per step" if r0["accumulation"] != 1 else "")
+        + "; J/step: energy at the meter per optimizer step (--pue; per million samples in --format json)"
+    )
+    typer.echo(render.table(records, LLM_COLUMNS if "tp" in r0 else ESTIMATE_COLUMNS))
+    too_big = [x for x in records if not x.get("fits_memory", True)]
+    if too_big:
+        worst = max(too_big, key=lambda x: x["memory_gb"])
         typer.echo(
-            f"{r0['net']} on {r0['device']} over {r0['network']}, {r0['scaling']} scaling, "
-            f"{r0['parallel']} parallel, {r0['precision']}, rules {r0['rules']}"
-            + (f", {r0['accumulation']} microbatches per step" if r0["accumulation"] != 1 else "")
-            + "; J/step: energy at the meter per optimizer step (--pue; per million samples in --format json)"
+            f"Does not fit: {len(too_big)} of {len(records)} rows need more memory per GPU than the "
+            f"{worst['device']}'s usable 90% (up to {worst['memory_gb']:,.1f} GB at {worst['workers']} workers, "
+            f"batch {worst['batch_per_worker']}); "
+            + (
+                "ZeRO (--zero), tensor or pipeline parallelism (--tp, --pp), recomputation (--recompute) "
+                "or a smaller --microbatch needs less."
+                if "tp" in r0
+                else "a smaller batch per worker or a hybrid split needs less."
+            )
         )
-        typer.echo(render.table(records, LLM_COLUMNS if "tp" in r0 else ESTIMATE_COLUMNS))
-        too_big = [x for x in records if not x.get("fits_memory", True)]
-        if too_big:
-            worst = max(too_big, key=lambda x: x["memory_gb"])
-            typer.echo(
-                f"Does not fit: {len(too_big)} of {len(records)} rows need more memory per GPU than the "
-                f"{worst['device']}'s usable 90% (up to {worst['memory_gb']:,.1f} GB at {worst['workers']} workers, "
-                f"batch {worst['batch_per_worker']}); "
-                + (
-                    "ZeRO (--zero), tensor or pipeline parallelism (--tp, --pp), recomputation (--recompute) "
-                    "or a smaller --microbatch needs less."
-                    if "tp" in r0
-                    else "a smaller batch per worker or a hybrid split needs less."
-                )
-            )
-        if "total_ms_range" in r0:
-            lo, hi = r0["total_ms_range"][0] / r0["total_ms"], r0["total_ms_range"][1] / r0["total_ms"]
-            typer.echo(
-                f"80% interval (calibration's held-out error on {'transformer' if 'tp' in r0 else 'CNN'} runs): "
-                f"each total x {lo:.2f} to {hi:.2f}, "
-                f"e.g. {r0['total_ms']:,.2f} ms ({r0['total_ms_range'][0]:,.2f}-{r0['total_ms_range'][1]:,.2f} ms)"
-            )
+    if "total_ms_range" in r0:
+        lo, hi = r0["total_ms_range"][0] / r0["total_ms"], r0["total_ms_range"][1] / r0["total_ms"]
+        typer.echo(
+            f"80% interval ({_error_kind(r0)} error of stack {r0.get('stack')} on "
+            f"{'transformer' if 'tp' in r0 else 'CNN'} runs): "
+            f"each total x {lo:.2f} to {hi:.2f}, "
+            f"e.g. {r0['total_ms']:,.2f} ms ({r0['total_ms_range'][0]:,.2f}-{r0['total_ms_range'][1]:,.2f} ms)"
+        )
+    if r0.get("stack"):
+        from planner.stacks.listing import summary_line
+
+        typer.echo(summary_line(r0["stack"]))
+
+
+def _error_kind(rec: dict) -> str:
+    """held-out, or in-sample where the profile was fitted without leave-one-source-out."""
+    return rec.get("interval_kind", "held-out")
 
 
 def _estimate_request(o: dict):
@@ -207,6 +226,7 @@ def _estimate_request(o: dict):
             grid_intensity=o["grid_intensity"],
             memory_headroom=o["memory_headroom"],
         )
+        req = replace(req, stack=o["stack"]) if o.get("stack") is not None else req
     elif o["net"] is None:
         from planner.errors import BadInput
 
@@ -231,6 +251,7 @@ def _estimate_request(o: dict):
             split=o["split"],
             accumulation=o["accumulation"],
             calibration=o["calibration"],
+            stack=o.get("stack"),
             optimizer=o["optimizer"],
             data_loader=o["data_loader"],
             tp=o["tp"],
@@ -284,7 +305,7 @@ def summary(
 
 @app.command(name="list")
 def list_(
-    what: Annotated[What, typer.Argument(help="nets, devices, networks or prices.")],
+    what: Annotated[What, typer.Argument(help="nets, devices, networks, prices or stacks.")],
     format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
 ) -> None:
     """What the catalogs hold, with units and sources."""

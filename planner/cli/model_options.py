@@ -31,3 +31,10 @@ DataLoader = Annotated[
         "decoding), none; auto: cpu for image sets read from storage (ImageNet), none otherwise."
     ),
 ]
+Stack = Annotated[
+    str | None,
+    typer.Option(
+        help="Software stack the prediction is for (see `planner list stacks`): its calibration profile "
+        "and the plans it can run. Default: megatron for transformers, optimized-cnn for CNNs."
+    ),
+]

@@ -304,6 +304,8 @@ def pareto(**opts) -> None:
         ("energy_kwh", "kWh"),
         ("kind", "bound by"),
     ]
+    if len({p.get("stack") for p in data["front"]}) > 1:
+        cols[2:2] = [("stack", "stack")]
     if data["front"] and "tp" in data["front"][0] and "tokens_per_s" in data["front"][0]:
         cols[4:4] = [("tp", "TP"), ("pp", "PP"), ("dp", "DP"), ("zero", "ZeRO"), ("recompute", "recompute")]
         cols[-1:-1] = [("tokens_per_s", "tokens/s"), ("mfu", "MFU")]
@@ -318,9 +320,18 @@ def pareto(**opts) -> None:
             f"Merged {merged} plan{'s' if merged > 1 else ''} within {data['search']['front_tolerance']:.0%} of a "
             "listed plan on every objective into it (listed as its equivalents in run.json)."
         )
+    _stack_lines(data["front"])
     typer.echo(f"Report: {saved}/report.html (also report.md, pareto.csv, trials.csv, plan_<k>.json)")
     if launched:
         typer.echo(launched)
+
+
+def _stack_lines(front: list[dict]) -> None:
+    """The stacks of the front's plans: what each is fitted on, its error, what it lacks."""
+    from planner.stacks.listing import summary_line
+
+    for name in dict.fromkeys(p["stack"] for p in front if p.get("stack")):
+        typer.echo(summary_line(name))
 
 
 def _axis_parameters() -> list[inspect.Parameter]:

@@ -58,3 +58,4 @@ class What(str, Enum):
     devices = "devices"
     networks = "networks"
     prices = "prices"
+    stacks = "stacks"

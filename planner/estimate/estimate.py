@@ -70,8 +70,46 @@ def estimate(req: EstimateRequest) -> list[dict]:
     precision = _precision(req, info, llm is not None)
     req = replace(req, optimizer=defaults.optimizer(req.optimizer, llm is not None))
     model = CostModel.of(
-        req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader)
+        req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader), req.stack
     ).for_net(costs.net.meta)
+    if llm is not None or not req.model_parallel:  # a CNN with --tp: the error below says why
+        check_stack(req, model)
+    records = _estimate(req, costs, model, info, net_info, precision, llm)
+    for rec in records:  # every answer names its stack (None under PALEO's rules)
+        rec["stack"] = model.stack
+        if "total_ms_range" in rec:
+            rec["interval_kind"] = model.interval_kind
+    return records
+
+
+def check_stack(req: EstimateRequest, model: CostModel) -> None:
+    """One stack, and one that can run the plan asked for (else a one-line refusal)."""
+    from planner.stacks.plans import refusal
+
+    if len(model.stacks) > 1:
+        raise BadInput(
+            f"--stack '{req.stack}': estimate scores one stack (optimize and pareto search several)"
+        )
+    stack = model.stack_info
+    if stack is None:
+        return
+    plan = {
+        "tp": req.tp,
+        "pp": req.pp,
+        "sp": req.sp,
+        "ep": req.ep,
+        "interleave": req.interleave,
+        "tp_overlap": req.tp_overlap,
+        "zero": req.zero,
+        "hybrid": req.parallel != "data",
+    }
+    why = refusal(stack, plan)
+    if why:
+        raise BadInput(why)
+
+
+def _estimate(req, costs, model, info, net_info, precision, llm) -> list[dict]:
+    """The records of :func:`estimate` (see its docstring)."""
     if llm is not None:
         return estimate_llm(req, costs, model, info, net_info, precision, llm)
     if req.model_parallel:

@@ -35,10 +35,19 @@ class CostModel:
     loader: str = "none"
     family: str = "all"  # cnn | transformer: which held-out error the interval is (all: every run)
     profile: profiles.Profile = field(default=profiles.EMPTY, compare=False)
+    # --stack as asked (None: the net family's default); after for_net, the stack's name
+    stack: str | None = None
+    stacks: tuple[str, ...] = ()  # the stacks resolved by for_net (several: a searched axis)
+    stack_profiles: tuple = field(default=(), compare=False)  # the profile of each of ``stacks``
 
     @classmethod
     def of(
-        cls, rules: str, calibration: str | None = None, optimizer: str = "momentum", loader: str = "none"
+        cls,
+        rules: str,
+        calibration: str | None = None,
+        optimizer: str = "momentum",
+        loader: str = "none",
+        stack: str | None = None,
     ) -> CostModel:
         """Validate the names and load the profile once (one-line errors for bad ones)."""
         from planner.errors import BadInput
@@ -46,12 +55,14 @@ class CostModel:
         modern = get_rules(rules).modern
         if calibration and not modern:
             raise BadInput(f"--calibration applies to the modern rule set, not {rules}")
+        if stack is not None and not modern:
+            raise BadInput(f"--stack applies to the modern rule set, not {rules}")
         if loader not in LOADERS:
             raise BadInput(f"--data-loader '{loader}' (valid: {', '.join(LOADERS)})")
         prof = profiles.EMPTY
         if modern:
             prof = profiles.load(calibration) if calibration else default_profile()
-        return cls(rules, calibration, optimizer, loader if modern else "none", profile=prof)
+        return cls(rules, calibration, optimizer, loader if modern else "none", profile=prof, stack=stack)
 
     @property
     def loader_per_gpu(self) -> float:
@@ -78,9 +89,37 @@ class CostModel:
         return {"efficiency": eff, "options": Options(optimizer=self.optimizer)}
 
     def for_net(self, meta: dict) -> CostModel:
-        """This model, with the interval of the net's family (a transformer spec has a ``model``
-        description)."""
-        return replace(self, family="transformer" if "model" in meta else "cnn")
+        """This model for a net: the interval of its family (a transformer spec has a ``model``
+        description) and its stack (``--stack``, or the family's default), whose profile it
+        takes unless ``--calibration`` named one."""
+        from planner.stacks import registry
+        from planner.stacks.runs import profile as stack_profile
+
+        family = registry.family_of(meta)
+        if not self.modern:
+            return replace(self, family=family)
+        names = registry.parse_choice(self.stack, family)
+        profs = tuple(self.profile if self.calibration else stack_profile(registry.get(n)) for n in names)
+        return replace(
+            self, family=family, stack=names[0], stacks=names, profile=profs[0], stack_profiles=profs
+        )
+
+    def for_stack(self, name: str) -> CostModel:
+        """This model with one of its stacks (its profile and interval)."""
+        i = self.stacks.index(name)
+        return replace(self, stack=name, stacks=(name,), profile=self.stack_profiles[i], stack_profiles=())
+
+    @property
+    def interval_kind(self) -> str:
+        """held-out (leave-one-source-out) or in-sample: the error the interval comes from."""
+        return "in-sample" if self.profile.meta.get("error_kind") == "in-sample" else "held-out"
+
+    @property
+    def stack_info(self):
+        """The :class:`~planner.stacks.registry.Stack` of this model (None under PALEO's rules)."""
+        from planner.stacks import registry
+
+        return registry.get(self.stack) if self.stack and self.stacks else None
 
     @property
     def interval(self) -> tuple[float, float] | None:

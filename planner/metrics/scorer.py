@@ -74,8 +74,46 @@ class Scorer:
         """(plans, breakdown) of index columns; ``override`` replaces evaluator arguments (e.g.
         another ``efficiency`` for a sensitivity analysis)."""
         p = self.space.to_plans(cols, ppp_comp=self.ppp_comp, ppp_comm=self.ppp_comm, pipeline=self.pipeline)
+        if self.model is not None and len(self.model.stacks) > 1 and not override and len(p):
+            return p, self._by_stack(cols)
         kw = {**self._kwargs, **(self.model.plan_kwargs(p) if self.model else {}), **override}
         return p, evaluate(self.costs, p, self.devices, self.links, **kw)
+
+    def _stack_kwargs_all(self) -> list[dict]:
+        """The evaluator arguments of each searched stack (its profile's efficiencies), once."""
+        if not hasattr(self, "_stack_kwargs"):
+            self._stack_kwargs = [
+                self.model.for_stack(name).kwargs(self.devices, self.links) for name in self.model.stacks
+            ]
+        return self._stack_kwargs
+
+    def efficiency_of(self, cols: dict[str, np.ndarray]):
+        """The efficiencies the first plan of ``cols`` is scored with: its stack's profile."""
+        if self.model is None or len(self.model.stacks) < 2:
+            return self.efficiency
+        return self._stack_kwargs_all()[int(cols["stack"][0])].get("efficiency")
+
+    def _by_stack(self, cols: dict[str, np.ndarray]):
+        """Plans of several stacks: each stack's plans scored with its own profile."""
+        from planner.metrics.by_stack import evaluate_by_stack
+
+        self._stack_kwargs_all()
+
+        def to_plans(sub):
+            return self.space.to_plans(
+                sub, ppp_comp=self.ppp_comp, ppp_comm=self.ppp_comm, pipeline=self.pipeline
+            )
+
+        return evaluate_by_stack(
+            evaluate,
+            self.costs,
+            cols,
+            to_plans,
+            self.devices,
+            self.links,
+            lambda i: self._stack_kwargs[i],
+            self.model.plan_kwargs,
+        )
 
     def metrics(self, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Every reported number of every plan (arrays), see the module docstring."""

@@ -47,7 +47,7 @@ def predict(
     devices = catalog.device_table([device_key])
     link = info.device.intra_link or next(iter(catalog.networks()))
     links = catalog.link_table([link])
-    model = CostModel.of(RULES, calibration, optimizer)
+    model = CostModel.of(RULES, calibration, optimizer).for_net(net.meta)  # as `estimate`: the family's stack
     kw = model.kwargs(devices, links)
     prec = PRECISIONS.index(precision)
     p = plans(costs.n_layers, workers=1, batch=batch, scheme=0, device=0, network=0, precision=prec)

@@ -11,6 +11,10 @@ def listing(what: str) -> tuple[list[dict], list[tuple[str, str]]]:
     """Records and table columns for nets, devices, networks or prices."""
     if what == "prices":
         return price_listing(date.today())
+    if what == "stacks":
+        from planner.stacks.listing import listing as stacks
+
+        return stacks()
     if what == "devices":
         recs = []
         for d in catalog.devices().values():

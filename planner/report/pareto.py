@@ -44,7 +44,7 @@ def _describe(p: dict) -> str:
         mode += f", recompute {p['recompute']}" if p.get("recompute", "none") != "none" else ""
     return (
         f"{p['gpus']} x {p['gpu']} ({p['nodes']}x{p['gpus_per_node']}), {p['batch_per_worker']}/GPU, "
-        f"{mode}, {p['scheme']}, {p['precision']}"
+        f"{mode}, {p['scheme']}, {p['precision']}" + (f", stack {p['stack']}" if p.get("stack") else "")
     )
 
 
@@ -213,6 +213,11 @@ def _inputs_lines(data: dict) -> list[tuple[str, str]]:
     s = data["search"]
     req = {k: v for k, v in data["inputs"].items() if v not in (None, [], ())}
     rows = [("command inputs", ", ".join(f"{k}={v}" for k, v in req.items()))]
+    stacks = sorted({p["stack"] for p in data["front"] if p.get("stack")})
+    if stacks:
+        from planner.stacks.listing import summary_line
+
+        rows += [("stack", summary_line(n)) for n in stacks]
     prices = _price_text(data["front"])
     if prices:
         rows.append(("prices", prices))

@@ -106,6 +106,7 @@ def _study_cells(r: dict) -> list[str]:
     """study, state, trials, best plan, time to train, cost, energy: one row of the studies table."""
     if r.get("gpu"):
         plan = f"{r['gpus']} x {r['gpu']}, {r['batch_per_worker']}/GPU, {r['scheme']}"
+        plan += f", stack {r['stack']}" if r.get("stack") else ""
     else:
         plan = r.get("note", "")
     t = duration(r["time_to_train_s"]) if r.get("time_to_train_s") is not None else ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from planner.report.render import table
+from planner.result.stacks import lines as stack_lines
 from planner.space.axes import HEADERS, OPTIONS
 from planner.units import duration
 
@@ -87,6 +88,7 @@ def _best_lines(result) -> list[str]:
         f"iteration {b['iteration_ms']:,.2f} ms{_range(b, 'iteration_ms')}   {b['throughput_samples_s']:,.0f} samples/s   "
         f"memory {b['memory_gb']:.1f} of {b['device_memory_gb']:.1f} GB ({b['device_memory_gb'] * 1e9 / 2**30:.0f} GiB)",
         *_transformer_lines(b),
+        *_stack_line(b),
         *_price_line(b),
         *_energy_line(b, result),
         f"  per iteration: forward {b['forward_ms']:,.2f} ms, backward {b['backward_ms']:,.2f} ms, "
@@ -103,12 +105,22 @@ def _best_lines(result) -> list[str]:
         ),
         *[f"  - {w}" for w in b.get("degrees") or []],
         *_sensitivity_lines(b),
+        *stack_lines(b.get("stacks") or []),
     ]
 
 
 def _gpu_hours(b: dict) -> str:
     """GPU-hours of a transformer plan (what model cards and budgets count), else nothing."""
     return f"{b['gpu_hours']:,.0f} GPU-hours   " if "training_tokens" in b and "gpu_hours" in b else ""
+
+
+def _stack_line(b: dict) -> list[str]:
+    """The stack the plan is for: what it is fitted on, its error, and what it lacks."""
+    if not b.get("stack"):
+        return []
+    from planner.stacks.listing import summary_line
+
+    return [f"  {summary_line(b['stack'])}"]
 
 
 def _price_line(b: dict) -> list[str]:
@@ -216,7 +228,12 @@ def _shown_headers(plans: list[dict]) -> list[tuple[str, str]]:
     # a transformer's plans are split by their TP, PP and DP columns: the CNN "parallel" column
     # (data or hybrid) would read "data" for every one of them
     llm = any("tokens_per_s" in a for a in plans)
-    return [(k, h) for k, h in shown if (k != "dp" or split or llm) and not (llm and k == "parallel")]
+    several = len({a.get("stack") for a in plans}) > 1
+    return [
+        (k, h)
+        for k, h in shown
+        if (k != "dp" or split or llm) and not (llm and k == "parallel") and (k != "stack" or several)
+    ]
 
 
 def _search_line(s: dict) -> str:

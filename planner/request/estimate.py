@@ -39,8 +39,9 @@ class EstimateRequest:
     gpus_per_node: int = 1
     split: str | None = None  # hybrid: first model-parallel layer; None derives it
     accumulation: int = 1  # microbatches per optimizer step (gradient accumulation)
-    calibration: str | None = None  # modern rules: profile file; None: the shipped default
+    calibration: str | None = None  # modern rules: profile file; None: the stack's
     optimizer: str = defaults.OPTIMIZER
+    stack: str | None = None  # modern rules: a stack name (configs/stacks/); None: the family's default
     data_loader: str = defaults.DATA_LOADER  # auto | cpu | dali | none (modern rules)
     # transformers under the modern rules (costs.llm.evaluator): model parallelism and batch
     tp: int = 1
@@ -174,6 +175,7 @@ def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
         calibration=data.get("calibration"),
         **_model_keys(data),
         **_llm_keys(data),
+        stack=data.get("stack"),
     )
 
 

@@ -358,7 +358,11 @@ def validate(req: OptimizeRequest) -> Problem:
         epochs=epochs,
         dataset_size=dataset,
         model=CostModel.of(
-            req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader)
+            req.rules,
+            req.calibration,
+            req.optimizer,
+            loader_for(costs.net.meta, req.data_loader),
+            dict(req.axes).get("stack"),
         ).for_net(costs.net.meta),
         price_sources=sources,
         llm=llm,

@@ -18,6 +18,7 @@ from planner.result.explain import baseline, diagnose, explain
 from planner.result.front import FRONT_TOLERANCE, thin
 from planner.result.records import plan_record
 from planner.result.sensitivity import sensitivity
+from planner.result.stacks import by_stack
 from planner.search.certify import Outcome
 from planner.search.scored import TIE, Scored, best_index, front_indices, ranked
 from planner.search.stream import Keep
@@ -133,6 +134,9 @@ def result(out: Outcome, req: OptimizeRequest) -> Result:
     sure = confidence(out.scorer, pool, out.objectives, req.seed)
     if sure is not None:
         best["confidence"] = sure
+    stacks = by_stack(out.scorer, pool, out.objectives) if len(out.objectives) == 1 else []
+    if stacks:
+        best["stacks"] = stacks
     tornado = sensitivity(out.scorer, pool.cols, best_i)
     if tornado is not None:
         best["sensitivity"] = tornado

@@ -88,7 +88,7 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
     rec["constraints"] = {n: float(v) for n, v in zip(scorer.limits.names(), cons, strict=True)}
     rec["binding"] = [n for n, v in rec["constraints"].items() if -0.05 < v <= 0 and n != "supported"]
     rec["estimate_command"] = estimate_command(scorer, rec)
-    interval = scorer.model.interval if scorer.model is not None else None
+    interval = _interval(scorer, rec)
     if interval is not None:  # the calibration's 80% interval (held-out error)
         lo, hi = interval
         rec["iteration_ms_range"] = [rec["iteration_ms"] / hi, rec["iteration_ms"] / lo]
@@ -105,6 +105,14 @@ def _owned_fields(scorer: Scorer, g: int, m: dict) -> dict:
         electricity_usd_per_kwh=usd_per_kwh,
         electricity_cost_usd=_number(m["energy_kwh"][0] * usd_per_kwh),
     )
+
+
+def _interval(scorer: Scorer, rec: dict) -> tuple[float, float] | None:
+    """The 80% interval of the plan's stack (with several stacks searched, its own)."""
+    model = scorer.model
+    if model is not None and len(model.stacks) > 1:
+        model = model.for_stack(rec["stack"])
+    return model.interval if model is not None else None
 
 
 def _transformer_fields(scorer: Scorer, m: dict) -> dict:

@@ -12,10 +12,10 @@ DELTA = 0.2
 def sensitivity(scorer: Scorer, cols: dict, i: int) -> list[dict] | None:
     """Tornado rows (parameter, iteration ms at -20% and +20%, base) of plan ``i``; None under
     PALEO's rule sets, whose knobs (PPP) are the user's to set."""
-    eff = scorer.efficiency
+    one = {a: c[i : i + 1] for a, c in cols.items()}
+    eff = scorer.efficiency_of(one)  # with several stacks searched: the plan's stack's
     if eff is None:
         return None
-    one = {a: c[i : i + 1] for a, c in cols.items()}
     p, _ = scorer.evaluate(one)
     where = {
         "device": int(p.device[0]),

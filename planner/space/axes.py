@@ -29,7 +29,7 @@ from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
 from planner.errors import BadInput, UnsupportedError
 from planner.request.parse import parse_int_list
-from planner.space import llm_axes
+from planner.space import llm_axes, stack_axis
 from planner.space.declare import PER_NODE, Axis, Chosen, Field, SpaceView
 
 if TYPE_CHECKING:
@@ -266,6 +266,7 @@ AXES: tuple[Axis, ...] = (
         "default 1). With --global-batch each microbatch is global batch / (GPUs x steps).",
     ),
     *llm_axes.AXES,
+    stack_axis.AXIS,  # last: its validity reads the parallelism axes
 )
 
 NAMES = tuple(a.name for a in AXES)

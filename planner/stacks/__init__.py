@@ -1,0 +1,1 @@
+"""Software stacks: named calibration profiles with the plans they can run (configs/stacks/)."""
