@@ -44,6 +44,8 @@ def win_probability(
     """Share of draws in which each plan minimises ``(compute x a_g + comm x b) x per_second``.
 
     ``compute_s``, ``comm_s``: nominal seconds per iteration (compute includes overheads);
+    ``sd_compute`` may be one spread for every plan or one per plan (a group draws with the
+    spread of its first plan: e.g. a wider one for a GPU generation the fit has not seen);
     ``per_second``: objective per second of iteration (e.g. iterations to train); ``group``:
     (P,) non-negative group index of each plan (device x precision); ``sd_*``: standard
     deviation of the log factors. ``candidates``: mask of plans that may win (feasible ones).
@@ -64,7 +66,9 @@ def win_probability(
     idx = np.flatnonzero(ok)
     g_local, g_inv = np.unique(group[idx], return_inverse=True)
     rng = np.random.default_rng(seed)
-    a = np.exp(rng.normal(0.0, sd_compute, (draws, g_local.size)))  # (draws, groups)
+    sd_plan = np.broadcast_to(np.asarray(sd_compute, dtype=float), (n,))[idx]
+    first = np.unique(g_inv, return_index=True)[1]  # each group's first plan
+    a = np.exp(rng.normal(0.0, 1.0, (draws, g_local.size)) * sd_plan[first][None, :])  # (draws, groups)
     b = np.exp(rng.normal(0.0, sd_comm, (draws, 1)))
     # chunk the draws so the (draws x plans) matrix stays small for big spaces
     chunk = max(1, int(4e6 // max(idx.size, 1)))

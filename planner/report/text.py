@@ -174,7 +174,13 @@ def _confidence_lines(b: dict) -> list[str]:
         return []
     head = (
         f"How sure: {_hw(b)} stays the best choice in {c['best_win']:.0%} of {c['draws']} draws of the efficiencies "
-        f"within the calibration's error (each GPU type's compute off by a factor, sd {c['sd_log']:.2f} in log)"
+        f"within the calibration's error (each GPU type's compute off by a factor, sd {c['sd_log']:.2f} in log"
+        + (
+            f"; {c['sd_log_unseen']:.2f} for a GPU generation the fit has no run of"
+            if c.get("sd_log_unseen")
+            else ""
+        )
+        + ")"
     )
     rival = c["rival"]
     if rival and rival["win"] > 0:
@@ -183,8 +189,15 @@ def _confidence_lines(b: dict) -> list[str]:
     if c.get("uncalibrated"):
         lines.append(
             f"  - No published run of a {c['uncalibrated']} GPU is in the calibration: its prediction rests on the "
-            "cited datasheet efficiencies alone."
+            "cited datasheet efficiencies alone, and carries the error measured on generations a fit had not "
+            "seen (its interval and the draws above)."
         )
+        alt = c.get("calibrated_alternative")
+        if alt:
+            lines.append(
+                f"  - The best choice on a GPU the calibration has runs of: {alt['gpus']} x {alt['gpu']}, "
+                f"at {alt['ratio']:.2f}x the answer's {c.get('objective', 'objective')}."
+            )
     if not c["clear"]:
         lines.append(
             "  - The top plans cannot be told apart within the model's error: compare the next best below, "

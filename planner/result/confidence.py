@@ -45,6 +45,11 @@ def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: 
     if order.size == 0:
         return None
     sd = sd_from_interval(*interval)
+    wide = max(sd, model.unseen_sd)
+    gpu = scorer.space.choices("gpu")
+    generations = [str(catalog.device(k).raw.get("generation", "")) for k in gpu]
+    seen = np.array([model.fitted(g) for g in generations])
+    calibrated = _best_seen(pool, order, seen, gpu, scorer)
     obj = pool.objectives[0, order]
     order = order[obj <= obj[0] * reach(scorer, objectives) + 1e-12]
     m = scorer.metrics({a: c[order] for a, c in pool.cols.items()})
@@ -55,12 +60,13 @@ def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: 
     prec = np.array([PRECISIONS.index(p) for p in m["precision_name"]])
     group = pool.cols["gpu"][order] * len(PRECISIONS) + prec
     per_second = pool.objectives[0, order] / it
+    sd_plan = np.where(seen[pool.cols["gpu"][order]], sd, wide)  # an unseen generation: the wider spread
     r = win_probability(
         compute,
         comm,
         per_second,
         group,
-        sd,
+        sd_plan,
         sd,
         draws=DRAWS,
         seed=seed,
@@ -69,7 +75,6 @@ def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: 
         tie=TIE,
     )
     # the hardware choice is the question: wins of plans on the same GPU type and count add up
-    gpu = scorer.space.choices("gpu")
     keys = list(zip(pool.cols["gpu"][order].tolist(), m["gpus"].tolist()))
     share: dict[tuple, float] = {}
     for k, w in zip(keys, r.win):
@@ -79,14 +84,29 @@ def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: 
     rival = (
         {"gpu": gpu[rivals[0][1][0]], "gpus": int(rivals[0][1][1]), "win": rivals[0][0]} if rivals else None
     )
-    generation = str(catalog.device(gpu[mine[0]]).raw.get("generation", ""))
-    fitted = any(k.startswith(f"gemm.{generation}.") for k in model.profile.scales)
+    fitted = bool(seen[mine[0]])
     return {
-        "uncalibrated": None if fitted else generation,
+        "uncalibrated": None if fitted else generations[mine[0]],
         "draws": DRAWS,
         "sd_log": sd,
+        "sd_log_unseen": None if seen.all() else wide,
+        "calibrated_alternative": None if fitted else calibrated,
+        "objective": objectives[0],
         "interval": list(interval),
         "best_win": share[mine],
         "rival": rival,
         "clear": bool(share[mine] >= CLEAR),
     }
+
+
+def _best_seen(pool: Scored, order: np.ndarray, seen: np.ndarray, gpu, scorer: Scorer) -> dict | None:
+    """The first-ranked plan on a GPU generation the fit has runs of, and its objective against
+    the first-ranked plan's (a factor): what the answer is when only evidence counts."""
+    on_seen = order[seen[pool.cols["gpu"][order]]]
+    if on_seen.size == 0 or order.size == 0:
+        return None
+    j = int(on_seen[0])
+    best = float(pool.objectives[0, order[0]])
+    gpus = int(scorer.metrics({a: c[j : j + 1] for a, c in pool.cols.items()})["gpus"][0])
+    ratio = float(pool.objectives[0, j]) / best if best > 0 else float("nan")
+    return {"gpu": gpu[int(pool.cols["gpu"][j])], "gpus": gpus, "ratio": ratio}

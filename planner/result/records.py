@@ -11,6 +11,7 @@ import shlex
 
 import numpy as np
 
+from planner import catalog
 from planner.metrics.scorer import Scorer
 from planner.space.axes import AXES, KEYS
 
@@ -108,11 +109,14 @@ def _owned_fields(scorer: Scorer, g: int, m: dict) -> dict:
 
 
 def _interval(scorer: Scorer, rec: dict) -> tuple[float, float] | None:
-    """The 80% interval of the plan's stack (with several stacks searched, its own)."""
+    """The 80% interval of the plan's stack (with several stacks searched, its own), wider on a
+    GPU generation its profile has no run of (planner.metrics.model.UNSEEN_SD_LOG)."""
     model = scorer.model
     if model is not None and len(model.stacks) > 1:
         model = model.for_stack(rec["stack"])
-    return model.interval if model is not None else None
+    if model is None:
+        return None
+    return model.interval_for(str(catalog.device(rec["gpu"]).raw.get("generation", "")))
 
 
 def _transformer_fields(scorer: Scorer, m: dict) -> dict:

@@ -87,12 +87,15 @@ def listing() -> tuple[list[dict], list[tuple[str, str]]]:
     return recs, cols
 
 
+_PLURAL = {"cnn": "CNNs", "transformer": "transformers"}
+
+
 def summary_line(name: str) -> str:
     """One line an answer prints about its stack: what it is fitted on, its held-out error, and
     what it lacks."""
     r = record(registry.get(name))
     err = ", ".join(
-        f"{f}s {r[f'median_ape_{f}']:.1f}%"
+        f"{_PLURAL[f]} {r[f'median_ape_{f}']:.1f}%"
         for f in ("cnn", "transformer")
         if r[f"median_ape_{f}"] is not None
     )

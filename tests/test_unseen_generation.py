@@ -1,0 +1,50 @@
+"""A GPU generation without runs in the fit: its prediction carries the spread that
+leave-one-generation-out measured (planner/metrics/model.py, UNSEEN_SD_LOG; the figures come
+from benchmarks/leave_one_generation_out.py), in its interval and in "How sure"."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from costs.fit.uncertainty import win_probability
+from planner.cli import main
+from planner.metrics.model import UNSEEN_SD_LOG, Z80, CostModel
+
+
+def test_unseen_interval_is_the_measured_spread():
+    model = CostModel.of("modern").for_net({"model": {}})  # a transformer's family
+    assert model.family == "transformer" and model.unseen_sd == UNSEEN_SD_LOG["transformer"] == 0.523
+    lo, hi = model.interval_for("CDNA3")
+    assert hi == pytest.approx(math.exp(Z80 * 0.523)) and lo == pytest.approx(1 / hi)
+    assert model.interval_for("Hopper") == model.interval  # fitted: the profile's own
+    assert model.fitted("Hopper") and not model.fitted("CDNA3") and not model.fitted("Blackwell")
+
+
+def test_a_group_draws_with_its_own_spread():
+    compute = np.array([1.0, 1.1])  # plan 0 is 10% faster
+    zero = np.zeros(2)
+    ones = np.ones(2)
+    sure = win_probability(compute, zero, ones, np.array([0, 1]), np.array([0.0, 0.0]), 0.0, draws=400)
+    assert sure.win.tolist() == [1.0, 0.0]
+    wide = win_probability(compute, zero, ones, np.array([0, 1]), np.array([0.0, 0.5]), 0.0, draws=400)
+    # plan 1 wins when its factor falls below 1/1.1: P(N(0, 0.5) < log(1/1.1)) = 0.42
+    assert wide.win[1] == pytest.approx(0.42, abs=0.07)
+
+
+def test_an_uncalibrated_answer_is_not_sure(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert (
+        main(["optimize", "llama3-8b", "--budget", "64gpus", "--objective", "cost", "--format", "json"]) == 0
+    )
+    best = json.loads(capsys.readouterr().out)["best"]
+    c = best["confidence"]
+    if c["uncalibrated"] is None:  # the answer is on a calibrated GPU: nothing to widen
+        assert c["sd_log_unseen"] in (None, UNSEEN_SD_LOG["transformer"])
+        return
+    assert c["sd_log_unseen"] == UNSEEN_SD_LOG["transformer"] and c["best_win"] < 0.9
+    lo, hi = best["time_to_train_s_range"]
+    assert hi / best["time_to_train_s"] >= math.exp(Z80 * 0.523) * 0.999
