@@ -61,7 +61,7 @@ def test_llama3_405b_layout_fits_with_its_sharding(capsys, tmp_path):
     path.write_text(json.dumps(LLAMA3_405B))
     r = _estimate(
         capsys, str(path), "--device", "H100_SXM", "--network", "ib_ndr", "--workers", "16384",
-        "--gpus-per-node", "8", "--tp", "8", "--pp", "16", "--sp", "--zero", "2",
+        "--gpus-per-node", "8", "--tp", "8", "--pp", "16", "--sp", "--zero", "2", "--stack", "fsdp",
         "--global-batch", "2048", "--batch", "1", "--seq-len", "8192",
     )  # fmt: skip
     assert r["fits_memory"], r["memory_gb"]
@@ -107,6 +107,7 @@ def test_interleaving_accepts_megatrons_uneven_first_and_last_stages(capsys, tmp
     r = _estimate(
         capsys, str(path), "--workers", "16384", "--gpus-per-node", "8", "--tp", "8", "--pp", "16",
         "--interleave", "2", "--sp", "--zero", "2", "--global-batch", "2048", "--batch", "1", "--seq-len", "8192",
+        "--stack", "fsdp",
     )  # fmt: skip
     assert r["interleave"] == 2 and r["pp"] == 16
     assert main(["estimate", "llama3-8b", "--workers", "6", "--pp", "3", "--interleave", "2"]) == 2

@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from planner.cli import calibrate, estimate, launch, optimize, profile  # noqa: F401  (register their commands)
+from planner.cli import calibrate, estimate, launch, optimize, profile, rerender  # noqa: F401  (register their commands)
 from planner.cli.app import app
 from planner.cli.sweep import sweep_app
 

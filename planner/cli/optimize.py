@@ -397,12 +397,3 @@ _OPTIMIZE_OPTIONS = inspect.signature(optimize, eval_str=True)  # as declared ab
 optimize.__signature__ = _optimize_signature(False)
 pareto.__signature__ = _pareto_signature()
 app.command(name="pareto")(pareto)
-
-
-@app.command()
-def report(run_dir: Annotated[str, typer.Argument(help="A folder written by `planner pareto`.")]) -> None:
-    """Re-render a Pareto report (HTML, Markdown, charts) from a saved run, without searching."""
-    from planner.report.pareto_files import rerender
-
-    files = rerender(run_dir)
-    typer.echo(f"Rendered {', '.join(files)} in {run_dir}")

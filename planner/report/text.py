@@ -241,12 +241,10 @@ def _shown_headers(plans: list[dict]) -> list[tuple[str, str]]:
     # a transformer's plans are split by their TP, PP and DP columns: the CNN "parallel" column
     # (data or hybrid) would read "data" for every one of them
     llm = any("tokens_per_s" in a for a in plans)
-    several = len({a.get("stack") for a in plans}) > 1
-    return [
-        (k, h)
-        for k, h in shown
-        if (k != "dp" or split or llm) and not (llm and k == "parallel") and (k != "stack" or several)
-    ]
+    hidden = set() if split or llm else {"dp"}
+    hidden |= {"parallel"} if llm else set()
+    hidden |= set() if len({a.get("stack") for a in plans}) > 1 else {"stack"}
+    return [(k, h) for k, h in shown if k not in hidden]
 
 
 def _search_line(s: dict) -> str:

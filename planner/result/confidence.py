@@ -74,16 +74,7 @@ def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: 
         tiebreak=pool.tiebreak[0, order] if pool.tiebreak is not None else None,
         tie=TIE,
     )
-    # the hardware choice is the question: wins of plans on the same GPU type and count add up
-    keys = list(zip(pool.cols["gpu"][order].tolist(), m["gpus"].tolist()))
-    share: dict[tuple, float] = {}
-    for k, w in zip(keys, r.win):
-        share[k] = share.get(k, 0.0) + float(w)
-    mine = keys[0]
-    rivals = sorted(((w, k) for k, w in share.items() if k != mine), reverse=True)
-    rival = (
-        {"gpu": gpu[rivals[0][1][0]], "gpus": int(rivals[0][1][1]), "win": rivals[0][0]} if rivals else None
-    )
+    mine, share, rival = _shares(pool.cols["gpu"][order], m["gpus"], r.win, gpu)
     fitted = bool(seen[mine[0]])
     return {
         "uncalibrated": None if fitted else generations[mine[0]],
@@ -97,6 +88,21 @@ def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: 
         "rival": rival,
         "clear": bool(share[mine] >= CLEAR),
     }
+
+
+def _shares(gpu_idx: np.ndarray, gpus: np.ndarray, win: np.ndarray, names) -> tuple[tuple, dict, dict | None]:
+    """The first plan's (GPU type, count), the win share of every (type, count), and the
+    strongest rival: the hardware choice is the question, so wins on one type and count add up."""
+    keys = list(zip(gpu_idx.tolist(), gpus.tolist()))
+    share: dict[tuple, float] = {}
+    for k, w in zip(keys, win):
+        share[k] = share.get(k, 0.0) + float(w)
+    mine = keys[0]
+    rivals = sorted(((w, k) for k, w in share.items() if k != mine), reverse=True)
+    rival = (
+        {"gpu": names[rivals[0][1][0]], "gpus": int(rivals[0][1][1]), "win": rivals[0][0]} if rivals else None
+    )
+    return mine, share, rival
 
 
 def _best_seen(pool: Scored, order: np.ndarray, seen: np.ndarray, gpu, scorer: Scorer) -> dict | None:
