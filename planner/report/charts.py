@@ -265,7 +265,7 @@ def _scaling_panel(gpu: str, c: dict, ox: float, oy: float, pw: int, ph: int) ->
     Y = lambda v, lo=lo, span=span, oy=oy: oy + ph - (math.log2(max(v, lo)) - math.log2(lo)) / span * ph
     body.append(
         f"<text x='{ox}' y='{oy - 10}' font-weight='bold'>{escape(gpu)} "
-        f"({c['batch_per_worker']} per GPU, {c['per_node']} per node)</text>"
+        f"(batch {c['batch_per_worker']} per GPU, {c['per_node']} GPUs per node)</text>"
     )
     body.append(
         f"<rect class='panel' x='{ox}' y='{oy}' width='{pw}' height='{ph}' fill='#fafafa' stroke='#ccc'/>"
@@ -308,7 +308,8 @@ def scaling_chart(data: dict) -> str:
     w = cols * (pw + ml + 20) + 10
     h = rows * (ph + mt + 40) + 30
     body = []
-    schemes = dict.fromkeys([*SCHEME_COLORS, *(s for c in curves.values() for s in c["schemes"])])
+    # the legend names the schemes the curves use (a transformer's space searches NCCL's ring only)
+    schemes = dict.fromkeys(s for c in curves.values() for s in c["schemes"])
     for i, name in enumerate(schemes):
         body.append(
             f"<rect x='{10 + i * 110}' y='6' width='10' height='10' fill='{scheme_color(name)}'/>"
