@@ -48,3 +48,12 @@ def test_an_uncalibrated_answer_is_not_sure(capsys, tmp_path, monkeypatch):
     assert c["sd_log_unseen"] == UNSEEN_SD_LOG["transformer"] and c["best_win"] < 0.9
     lo, hi = best["time_to_train_s_range"]
     assert hi / best["time_to_train_s"] >= math.exp(Z80 * 0.523) * 0.999
+
+
+def test_a_deadline_met_only_at_the_prediction_is_called_a_risk(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["optimize", "alexnet", "--budget", "16gpus", "--deadline", "50m"]) == 0
+    out = capsys.readouterr().out
+    assert "Risk: it meets the deadline (50.0 min) at the prediction, but its 80% interval reaches" in out
+    assert main(["optimize", "alexnet", "--budget", "16gpus", "--deadline", "10h"]) == 0
+    assert "Risk:" not in capsys.readouterr().out

@@ -97,6 +97,7 @@ def _best_lines(result) -> list[str]:
         "",
         "Why it wins:",
         *[f"  - {w}" for w in b["why"]],
+        *_deadline_risk(b, result),
         *_confidence_lines(b),
         *(
             [""] + ["Its parallel degrees, each against its neighbours (same GPUs):"]
@@ -106,6 +107,18 @@ def _best_lines(result) -> list[str]:
         *[f"  - {w}" for w in b.get("degrees") or []],
         *_sensitivity_lines(b),
         *stack_lines(b.get("stacks") or []),
+    ]
+
+
+def _deadline_risk(b: dict, result) -> list[str]:
+    """A deadline the prediction meets but its 80% interval does not: say so, with the upper end."""
+    deadline = (getattr(result, "constraints", None) or {}).get("deadline_s")
+    r = b.get("time_to_train_s_range")
+    if not deadline or not r or r[1] <= deadline:
+        return []
+    return [
+        f"  - Risk: it meets the deadline ({duration(deadline)}) at the prediction, but its 80% interval "
+        f"reaches {duration(r[1])}; a plan that meets it at the interval's upper end needs a tighter --deadline."
     ]
 
 
