@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
@@ -55,13 +56,27 @@ def write_atomic(target: Path, files: dict[str, str | bytes]) -> Path:
                 path.write_bytes(content)
             else:
                 path.write_text(content)
-        if target.exists():  # same second, same name: keep both runs
-            target = target.with_name(f"{target.name}-{os.getpid()}")
-        tmp.rename(target)
+        target = _rename_free(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def _rename_free(tmp: Path, target: Path) -> Path:
+    """Rename ``tmp`` to ``target``, or, when that name is taken (runs in the same second), to
+    ``target-2``, ``target-3``, ...: every run keeps its own folder, none is overwritten."""
+    name, n = target.name, 1
+    while True:
+        try:
+            if not target.exists():
+                tmp.rename(target)
+                return target
+        except OSError as exc:  # another process took the name between the check and the rename
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+        n += 1
+        target = target.with_name(f"{name}-{n}")
 
 
 def dumps(obj) -> str:
