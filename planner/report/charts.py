@@ -211,7 +211,7 @@ def breakdown_chart(data: dict) -> str:
     front = data["front"]
     bar, gap, ml, mr, mt = 20, 8, 70, 80, 30  # right margin: room for the total label
     w = 760
-    h = mt + len(front) * (bar + gap) + 50
+    h = max(mt + len(front) * (bar + gap) + 50, 160)  # a one-plan front still gets a readable panel
     pw = w - ml - mr
     parts = [
         ("forward", "forward_ms"),
@@ -305,7 +305,7 @@ def scaling_chart(data: dict) -> str:
     cols = min(3, len(names)) or 1
     rows = math.ceil(len(names) / cols) or 1
     pw, ph, ml, mt = 220, 170, 45, 40
-    w = cols * (pw + ml + 20) + 10
+    w = max(cols * (pw + ml + 20) + 10, 520)  # room for the legend over a single panel
     h = rows * (ph + mt + 40) + 30
     body = []
     # the legend names the schemes the curves use (a transformer's space searches NCCL's ring only)
