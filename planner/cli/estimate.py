@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from planner.cli.app import app
-from planner.cli.model_options import Calibration, DataLoader, PppComm, PppComp, Rules, Stack
+from planner.cli.model_options import Calibration, DataLoader, MemoryHeadroom, PppComm, PppComp, Rules, Stack
 from planner.cli.options import ConvAlg, Fmt, Parallel, Precision, RulesOpt, Scaling, SchemeOpt, What
 from planner.request import defaults
 
@@ -123,13 +123,7 @@ def estimate(
     ] = False,
     ep: Annotated[int, typer.Option(help="Mixture of experts: expert-parallel degree.")] = 1,
     interleave: Annotated[int, typer.Option(help="Transformers: virtual pipeline stages per GPU.")] = 1,
-    memory_headroom: Annotated[
-        float | None,
-        typer.Option(
-            help="Share of each GPU's memory a plan may fill, in (0, 1] (default 0.9: the CUDA context, "
-            "NCCL buffers and allocator slack take the rest; published recipes fit it)."
-        ),
-    ] = None,
+    memory_headroom: MemoryHeadroom = None,
     microbatch: Annotated[
         int | None, typer.Option(help="Transformers: sequences per GPU per microbatch (default: --batch).")
     ] = None,

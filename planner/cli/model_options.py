@@ -20,6 +20,13 @@ PppComm = Annotated[
 Rules = Annotated[
     RulesOpt, typer.Option(help="Cost model: modern (calibrated roofline) or a PALEO rule set.")
 ]
+MemoryHeadroom = Annotated[
+    float | None,
+    typer.Option(
+        help="Share of each GPU's memory a plan may fill, in (0, 1] (default 0.9: the CUDA context, "
+        "NCCL buffers and allocator slack take the rest; published recipes fit it)."
+    ),
+]
 Calibration = Annotated[
     str | None,
     typer.Option(help="Calibration profile of the modern rules (`planner calibrate -o`); default: shipped."),

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from planner.cli.app import app
-from planner.cli.model_options import Calibration, DataLoader, PppComm, PppComp, Rules
+from planner.cli.model_options import Calibration, DataLoader, MemoryHeadroom, PppComm, PppComp, Rules
 from planner.cli.options import ConvAlg, Fmt, RulesOpt
 from planner.request import defaults
 
@@ -111,13 +111,7 @@ def optimize(
         ),
     ] = None,
     min_global_batch: Annotated[int, typer.Option(help="Smallest global batch.")] = 1,
-    memory_headroom: Annotated[
-        float | None,
-        typer.Option(
-            help="Share of each GPU's memory a plan may fill, in (0, 1] (default 0.9: the CUDA context, "
-            "NCCL buffers and allocator slack take the rest; published recipes fit it)."
-        ),
-    ] = None,
+    memory_headroom: MemoryHeadroom = None,
     optimizer: Annotated[
         str, typer.Option(help="Optimizer state kept per parameter: sgd, momentum or adam.")
     ] = defaults.OPTIMIZER,

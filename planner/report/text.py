@@ -86,7 +86,8 @@ def _best_lines(result) -> list[str]:
         f"{b['scheme']} AllReduce, {b['precision']}" + "".join(f", {k} {b[k]}" for k in _set_axes(result)),
         f"  {_time_words(b)}   {_gpu_hours(b)}cost {cost}   "
         f"iteration {b['iteration_ms']:,.2f} ms{_range(b, 'iteration_ms')}   {b['throughput_samples_s']:,.0f} samples/s   "
-        f"memory {b['memory_gb']:.1f} of {b['device_memory_gb']:.1f} GB ({b['device_memory_gb'] * 1e9 / 2**30:.0f} GiB)",
+        f"memory {b['memory_gb']:.1f} of {b['device_memory_gb']:.1f} GB ({b['device_memory_gb'] * 1e9 / 2**30:.0f} GiB)"
+        + (f", {b['usable_memory_gb']:.1f} usable (--memory-headroom)" if "usable_memory_gb" in b else ""),
         *_transformer_lines(b),
         *_stack_line(b),
         *_price_line(b),
