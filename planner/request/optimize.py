@@ -329,8 +329,9 @@ def validate(req: OptimizeRequest) -> Problem:
     llm = description(costs)
     if req.precision == "fp8" and llm is None:
         raise BadInput(defaults.FP8_CNN)
-    req, batch_source = _resolved(req, costs, llm is not None)
-    epochs, dataset, tokens = _training(req, costs, _spec_seq(req, costs) if llm is not None else 0)
+    spec_seq = _spec_seq(req, costs) if llm is not None else 0
+    req, batch_source = _resolved(req, costs, spec_seq)
+    epochs, dataset, tokens = _training(req, costs, spec_seq)
     if tokens is not None:
         tokens = replace(tokens, batch_source=batch_source)
     infos = tuple(catalog.device(k) for k in gpus)
@@ -373,9 +374,11 @@ def validate(req: OptimizeRequest) -> Problem:
     )
 
 
-def _resolved(req: OptimizeRequest, costs, llm: bool) -> tuple[OptimizeRequest, str]:
+def _resolved(req: OptimizeRequest, costs, spec_seq: int) -> tuple[OptimizeRequest, str]:
     """The request with what depends on the net filled in: ``auto`` optimizer, and a
-    transformer's global batch (see :func:`_llm_global_batch`), with where it comes from."""
+    transformer's global batch (``spec_seq`` > 0: see :func:`llm_global_batch`), with where it
+    comes from."""
+    llm = spec_seq > 0
     batch, source = req.global_batch, ""
     if llm:
         batch, source = llm_global_batch(
@@ -384,14 +387,18 @@ def _resolved(req: OptimizeRequest, costs, llm: bool) -> tuple[OptimizeRequest, 
             costs.net.meta.get("training", {}),
             float(costs.total_params),
             int(costs.net.meta["model"]["seq_len"]),
-            _spec_seq(req, costs),
+            spec_seq,
         )
     return replace(req, optimizer=defaults.optimizer(req.optimizer, llm), global_batch=batch), source
 
 
 def _spec_seq(req: OptimizeRequest, costs) -> int:
     """The sequence length the net's spec states (its published batch and training set count
-    sequences of this length), whatever --seq-len the request sets."""
+    sequences of this length), whatever --seq-len the request sets: the training section's, else
+    the spec's model (read again without --seq-len only when it was given)."""
+    stated = costs.net.meta.get("training", {}).get("seq_len")
+    if stated is not None:
+        return int(stated)
     if req.seq_len is None:
         return int(costs.net.meta["model"]["seq_len"])
     return int(catalog.load_net(req.net, req.rules).meta["model"]["seq_len"])
