@@ -22,7 +22,7 @@ from planner.metrics.model import CostModel, loader_for
 from planner.metrics.objectives import OBJECTIVES
 from planner.request import defaults
 from planner.request.parse import memory_fraction, parse_budgets, parse_duration
-from planner.request.tokens import Tokens, llm_global_batch, llm_tokens
+from planner.request.tokens import Tokens, llm_global_batch, llm_tokens, spec_seq_len
 
 # A spec without a "training" section trains like the ImageNet nets of the zoo: 90 epochs
 # (Goyal et al. 2017) of the 1,281,167 ILSVRC-2012 training images (Russakovsky et al. 2015).
@@ -329,7 +329,7 @@ def validate(req: OptimizeRequest) -> Problem:
     llm = description(costs)
     if req.precision == "fp8" and llm is None:
         raise BadInput(defaults.FP8_CNN)
-    spec_seq = _spec_seq(req, costs) if llm is not None else 0
+    spec_seq = spec_seq_len(req.net, req.rules, req.seq_len, costs.net.meta) if llm is not None else 0
     req, batch_source = _resolved(req, costs, spec_seq)
     epochs, dataset, tokens = _training(req, costs, spec_seq)
     if tokens is not None:
@@ -390,15 +390,3 @@ def _resolved(req: OptimizeRequest, costs, spec_seq: int) -> tuple[OptimizeReque
             spec_seq,
         )
     return replace(req, optimizer=defaults.optimizer(req.optimizer, llm), global_batch=batch), source
-
-
-def _spec_seq(req: OptimizeRequest, costs) -> int:
-    """The sequence length the net's spec states (its published batch and training set count
-    sequences of this length), whatever --seq-len the request sets: the training section's, else
-    the spec's model (read again without --seq-len only when it was given)."""
-    stated = costs.net.meta.get("training", {}).get("seq_len")
-    if stated is not None:
-        return int(stated)
-    if req.seq_len is None:
-        return int(costs.net.meta["model"]["seq_len"])
-    return int(catalog.load_net(req.net, req.rules).meta["model"]["seq_len"])

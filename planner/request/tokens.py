@@ -11,6 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from planner import catalog
 from planner.errors import BadInput
 
 TOKEN_FORMS = "a token count such as 15T, 300B, 4M, 2e12 or 1000000"
@@ -121,3 +122,16 @@ def llm_global_batch(
         f"GPT-3's batch for a model of its size, {tokens / 1e6:g}M tokens, in a power-of-two count of "
         "sequences: Brown et al. 2020, Table 2.1; set --global-batch-tokens"
     )
+
+
+def spec_seq_len(net: str, rules: str, requested: int | None, meta: dict) -> int:
+    """The sequence length the net's spec states (its published batch and training set count
+    sequences of this length), whatever --seq-len the request sets: the training section's, else
+    the spec's model (read again without --seq-len only when one was given). ``meta``: the
+    built net's."""
+    stated = meta.get("training", {}).get("seq_len")
+    if stated is not None:
+        return int(stated)
+    if requested is None:
+        return int(meta["model"]["seq_len"])
+    return int(catalog.load_net(net, rules).meta["model"]["seq_len"])
