@@ -45,8 +45,9 @@ _ROW_KEYS = {
     "source": str,
     "date": str,
     "note": str,
+    "host": str,
 }
-_OPTIONAL = {"note"}
+_OPTIONAL = {"note", "host"}
 _PROVIDER = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?$")
 
@@ -65,6 +66,7 @@ class PriceRow:
     source: str
     date: str  # "YYYY-MM" or "YYYY-MM-DD"
     note: str = ""
+    host: str = ""  # id of the instances.toml row the price is quoted for ("" when none)
 
     @property
     def usd_per_gpu_hour(self) -> float:
