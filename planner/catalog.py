@@ -26,11 +26,11 @@ NET_ALIASES = {"alex_v2": "alexnet", "alex_v2_1gpu": "alexnet_cc2"}
 
 _DEVICE_KEYS = {
     **dict.fromkeys(("name", "vendor", "generation", "form_factor", "intra_node_link"), str),
-    **dict.fromkeys(("source", "date", "sm_source"), str),
+    **dict.fromkeys(("source", "date", "sm_source", "jpeg_source"), str),
     **dict.fromkeys(("clock_mhz", "memory_gb", "mem_bandwidth_gbs", "tdp_w"), (int, float)),
-    **{"paleo": bool, "max_gpus_per_node": int, "peak_tflops": dict, "sm_count": int},
+    **{"paleo": bool, "max_gpus_per_node": int, "peak_tflops": dict, "sm_count": int, "jpeg_decoders": int},
 }
-_DEVICE_OPTIONAL = {"generation", "tdp_w", "form_factor", "sm_count", "sm_source"}
+_DEVICE_OPTIONAL = set("generation tdp_w form_factor sm_count sm_source jpeg_decoders jpeg_source".split())
 _NETWORK_KEYS = {"name": str, "kind": str, "paleo": bool, "bandwidth_gbit_s": (int, float)}
 _NETWORK_KEYS |= {"latency_us": (int, float), "source": str, "date": str}
 
