@@ -23,7 +23,7 @@ MORE_THAN_A_NODE = {"gcp/a2-megagpu-16g": "16 GPUs in one VM"}
 # Price rows of these providers all name a host, except these (provider, instance) pairs:
 # no cited host description was found (instances.toml's header says why).
 HOSTED_PROVIDERS = {"aws", "gcp", "azure", "lambda"}
-UNHOSTED = {("aws", "p5.48xlarge"), ("gcp", "nvidia-tesla-p100 attached GPU")}
+UNHOSTED = {("gcp", "nvidia-tesla-p100 attached GPU")}
 
 
 def _load(name: str) -> dict:
