@@ -47,7 +47,8 @@ def configs_dir() -> Path:
     return here.parent / "configs"
 
 
-def _read_toml(name: str) -> dict:
+def read_toml(name: str) -> dict:
+    """A catalog TOML file, parsed (one-line CatalogError when absent or malformed)."""
     path = configs_dir() / name
     try:
         with path.open("rb") as fh:
@@ -105,7 +106,7 @@ class NetworkInfo:
 @lru_cache(maxsize=1)
 def networks() -> dict[str, NetworkInfo]:
     """Every link in networks.toml, by key."""
-    data = _read_toml("networks.toml")
+    data = read_toml("networks.toml")
     out = {}
     for key, e in data.items():
         _check("networks.toml", key, e, _NETWORK_KEYS)
@@ -123,7 +124,7 @@ def price_rows():
     """Every row of prices.toml (planner.pricing.PriceRow), validated against devices.toml's keys."""
     from planner.pricing import parse_rows
 
-    return parse_rows(_read_toml("prices.toml"), set(_read_toml("devices.toml")))
+    return parse_rows(read_toml("prices.toml"), set(read_toml("devices.toml")))
 
 
 @lru_cache(maxsize=1)
@@ -141,13 +142,13 @@ def energy_defaults():
     """The cited energy defaults of energy.toml (planner.energy.Energy: PUE, grid, powers)."""
     from planner.energy import parse_defaults
 
-    return parse_defaults(_read_toml("energy.toml"))
+    return parse_defaults(read_toml("energy.toml"))
 
 
 @lru_cache(maxsize=1)
 def devices() -> dict[str, DeviceInfo]:
     """Every device in devices.toml, by key, with its price when one is listed."""
-    data = _read_toml("devices.toml")
+    data = read_toml("devices.toml")
     links = networks()
     price = prices()
     out = {}
@@ -235,7 +236,7 @@ _EFF_SCHEMAS = {
 @lru_cache(maxsize=1)
 def efficiencies() -> dict[str, dict]:
     """configs/efficiencies.toml, validated: {table: {key: entry}}."""
-    data = _read_toml("efficiencies.toml")
+    data = read_toml("efficiencies.toml")
     unknown = set(data) - set(_EFF_TABLES)
     if unknown:
         raise CatalogError(
@@ -296,9 +297,8 @@ def efficiency(device_keys, link_keys):
 def loader_rates() -> dict[str, dict[str, float]]:
     """Data-loader throughputs by name: {name: {rate key: samples/s}}.
 
-    The rate key says what the rate is per: ``samples_per_s_per_core`` (a host CPU core; a node's
-    rate is that times :func:`host_cores_per_gpu` times its GPUs) or ``samples_per_s_per_gpu``
-    (GPU decoding; a node's rate is that times its GPUs).
+    The rate key says what it is per: ``samples_per_s_per_core`` (a host CPU core: see
+    planner.hosts) or ``samples_per_s_per_gpu`` (GPU decoding; a node's rate is that x its GPUs).
     """
     return {
         name: {k: float(v) for k, v in e.items() if k in _LOADER_RATES}
@@ -397,4 +397,4 @@ def net_costs(name: str, rules: str, algorithm: str = "gemm", seq_len: int | Non
 
 def profile_data(name: str) -> dict:
     """A shipped calibration profile, configs/profiles/<name>.toml, as parsed TOML."""
-    return _read_toml(f"profiles/{name}.toml")
+    return read_toml(f"profiles/{name}.toml")

@@ -1,5 +1,6 @@
 """The price table (configs/prices.toml as typed rows) and the rule that turns it into one price
-per GPU-hour per device.
+per GPU-hour per device (the headline price `planner list devices` shows; a plan is priced per
+node size by :mod:`planner.hosts`, with the same per-provider rule over that size's offers).
 
 :mod:`planner.catalog` reads the file and hands its parsed TOML to :func:`parse_rows`; this
 module validates it (one-line :class:`CatalogError` naming the file, row and field) and chooses

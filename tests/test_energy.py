@@ -26,7 +26,7 @@ def test_defaults_are_the_cited_figures():
     assert e.waiting_fraction == pytest.approx(1018.4 / 3259.3, abs=5e-5)
     assert e.node_w == pytest.approx(448.31 + 830.22)
     assert (e.pue, e.grid_g_per_kwh, e.usd_per_kwh) == (1.58, 481.0, 0.0806)
-    table = catalog._read_toml("energy.toml")["electricity"]
+    table = catalog.read_toml("energy.toml")["electricity"]
     assert "eia.gov" in table["source"] and "8.06 cents per kWh" in table["source"]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from planner import catalog
 from planner.cli import main
 
@@ -112,3 +114,42 @@ def test_interleaving_accepts_megatrons_uneven_first_and_last_stages(capsys, tmp
     assert r["interleave"] == 2 and r["pp"] == 16
     assert main(["estimate", "llama3-8b", "--workers", "6", "--pp", "3", "--interleave", "2"]) == 2
     assert "34, as Megatron-Core splits them" in capsys.readouterr().err
+
+
+# NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/configs.yml (read 2026-11-24,
+# https://github.com/NVIDIA/DeepLearningExamples/blob/master/PyTorch/Classification/ConvNets/configs.yml):
+# ResNet-50 v1.5 trains at batch 256 per GPU in AMP on a DGX-1V (V100 16 GB) and a T4 (16 GB), and
+# at 112 (DGX-1V) and 128 (T4) in FP32: the recipes fit; FP32 at 256 on 16 GB is what they avoid.
+DLE_RN50 = [
+    ("V100_16GB", "fp16", 256, True),
+    ("V100_16GB", "fp32", 112, True),
+    ("T4", "fp16", 256, True),
+    ("T4", "fp32", 128, True),
+    ("V100_16GB", "fp32", 256, False),
+]
+
+
+def test_resnet50_fits_as_nvidias_published_recipes_train_it(capsys):
+    for device, precision, batch, fits in DLE_RN50:
+        rec = _estimate(
+            capsys,
+            "resnet50",
+            "--device",
+            device,
+            "--workers",
+            "1",
+            "--batch",
+            str(batch),
+            "--precision",
+            precision,
+        )
+        assert rec["fits_memory"] is fits, (device, precision, batch, rec["memory_gb"])
+
+
+def test_identity_shortcuts_hold_no_activation_memory():
+    # a view (ResNet's identity shortcut, a flatten) allocates nothing; PALEO's rules still count it
+    modern = catalog.net_costs("resnet50", "modern")
+    views = [s for s in modern.net.layers if s.type == "Reshape"]
+    assert len(views) == 12  # the 12 identity shortcuts of ResNet-50's 16 blocks
+    per_view = sum(int(np.prod(s.out_shape)) for s in views)
+    assert modern.act_stored == modern.act_before[-1] - per_view

@@ -154,6 +154,10 @@ def test_report_data_is_pure_and_explains_each_plan():
 def test_classify_precedence():
     assert classify(_plan(binding=["budget_usd", "memory"])) == "budget-bound"
     assert classify(_plan(binding=["deadline"])) == "budget-bound"
+    # the data loader before the budget: it is what a faster GPU cannot fix
+    assert classify(_plan(binding=["budget_gpus"], input_ms=30.0)) == "input-bound"
+    assert classify(_plan(binding=["budget_gpus"], input_ms=20.0)) == "budget-bound"
+    assert classify(_plan(binding=["gpu_cap"])) == "budget-bound"
     assert classify(_plan(binding=["memory"], comm_ms=90.0)) == "memory-bound"
     assert classify(_plan(comm_ms=50.0)) == "communication-bound"
     assert classify(_plan(comm_ms=49.9)) == "compute-bound"

@@ -56,7 +56,7 @@ def affine(scheme, workers, per_node, intra_bw, intra_lat, net_bw, net_lat, nics
     g = np.maximum(np.minimum(np.asarray(per_node, dtype=float), workers), 1.0)
     nodes = np.ceil(workers / g)
     nics = g if nics_per_node is None else np.asarray(nics_per_node, dtype=float)
-    share = net_bw * np.minimum(nics, g) / g
+    share = net_bw * nics / g  # a node may have more NICs than GPUs (AWS p5: 32 for 8)
     multi = nodes > 1
     # one node: the scheme over all workers; several: ring reduce-scatter and all-gather inside
     # the node, the scheme across nodes on S / g per GPU
@@ -73,7 +73,7 @@ def allreduce(scheme, nbytes, workers, per_node, intra_bw, intra_lat, net_bw, ne
 
     Bandwidths are achievable (peak x efficiency), per direction. ``nics_per_node`` (default:
     one per GPU, the catalog's convention for inter-node links) sets each GPU's share of the
-    node's network bandwidth: net_bw x min(nics, g) / g.
+    node's network bandwidth: net_bw x nics / g.
     """
     a, b = affine(scheme, workers, per_node, intra_bw, intra_lat, net_bw, net_lat, nics_per_node)
     return a + b * nbytes

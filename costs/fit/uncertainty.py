@@ -40,6 +40,7 @@ def win_probability(
     floor_s: np.ndarray | None = None,
     tiebreak: np.ndarray | None = None,
     tie: float = 0.0,
+    sd_floor: float = 0.0,
 ) -> Ranking:
     """Share of draws in which each plan minimises ``(compute x a_g + comm x b) x per_second``.
 
@@ -50,7 +51,8 @@ def win_probability(
     (P,) non-negative group index of each plan (device x precision); ``sd_*``: standard
     deviation of the log factors. ``candidates``: mask of plans that may win (feasible ones).
     ``floor_s``: a per-plan iteration time no draw goes below (e.g. the data loader's bound,
-    which the GPU efficiencies do not move). ``tiebreak``, ``tie``: plans within ``tie``
+    which the GPU efficiencies do not move); ``sd_floor``: the log spread of a factor every
+    draw scales all floors by (the loader's rate is one uncertain figure). ``tiebreak``, ``tie``: plans within ``tie``
     (relative) of a draw's best count as equal and the lowest ``tiebreak`` among them wins, the
     rule the optimizer ranks by. Work is O(draws x P) in numpy.
     """
@@ -70,6 +72,7 @@ def win_probability(
     first = np.unique(g_inv, return_index=True)[1]  # each group's first plan
     a = np.exp(rng.normal(0.0, 1.0, (draws, g_local.size)) * sd_plan[first][None, :])  # (draws, groups)
     b = np.exp(rng.normal(0.0, sd_comm, (draws, 1)))
+    e = np.exp(rng.normal(0.0, sd_floor, (draws, 1))) if sd_floor > 0 else np.ones((draws, 1))
     # chunk the draws so the (draws x plans) matrix stays small for big spaces
     chunk = max(1, int(4e6 // max(idx.size, 1)))
     counts = np.zeros(idx.size)
@@ -80,7 +83,7 @@ def win_probability(
         order = np.argsort(np.argsort(np.asarray(tiebreak, dtype=float)[idx], kind="stable")) / idx.size
     for s in range(0, draws, chunk):
         it = c[None, :] * a[s : s + chunk][:, g_inv] + m[None, :] * b[s : s + chunk]
-        obj = np.maximum(it, f[None, :]) * w[None, :]
+        obj = np.maximum(it, f[None, :] * e[s : s + chunk]) * w[None, :]
         if order is not None:
             # floored at the smallest positive float: an objective of 0 (a GPU owned at no
             # marginal price) ties with 0 and is a step below any positive value

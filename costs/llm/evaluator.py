@@ -297,8 +297,12 @@ def evaluate(
     efficiency: Efficiency | None = None,
     options: Options | None = None,
     loader_rate=None,
+    nics_per_node=None,
+    decode_s=None,
 ) -> LLMBreakdown:
-    """Score transformer plans with every parallelism (see the module docstring)."""
+    """Score transformer plans with every parallelism (see the module docstring). ``nics_per_node``
+    (per plan) replaces ``options.nics_per_node`` for the data-parallel traffic; ``loader_rate`` and
+    ``decode_s`` (image input) do not apply to token streams."""
     eff = efficiency if efficiency is not None else Efficiency.ideal(devices, links)
     opt = options if options is not None else Options()
     n = len(plans)
@@ -313,7 +317,8 @@ def evaluate(
     params = _params(c, x, stage["n"])
     per_mb = stage["f"] + stage["b"] + stage["tp"] + stage["pp"] + stage["ep"]
     bubble = (c.p - 1.0) / c.v * per_mb
-    sync, sync_total, p_sync = _sync(c, plans, params, stage, opt.bucket_bytes, opt.nics_per_node)
+    nics = opt.nics_per_node if nics_per_node is None else nics_per_node
+    sync, sync_total, p_sync = _sync(c, plans, params, stage, opt.bucket_bytes, nics)
 
     dev, prec = plans.device, plans.precision
     own = p_sync / np.where(plans.zero >= 1, c.dp, 1.0)

@@ -175,12 +175,16 @@ def evaluate(
     efficiency: Efficiency | None = None,
     options: Options | None = None,
     loader_rate=None,
+    nics_per_node=None,
+    decode_s=None,
 ) -> ModernBreakdown:
     """Score every plan with the modern model (see the module docstring).
 
     ``efficiency`` defaults to the pure roofline (:meth:`Efficiency.ideal`); the catalog's
     ``efficiency()`` gives the cited defaults. ``loader_rate`` is samples/s per node, one per
-    plan or a scalar; ``inf`` (the default) means no input-pipeline bound.
+    plan or a scalar; ``inf`` (the default) means no input-pipeline bound. ``nics_per_node``
+    (per plan) replaces ``options.nics_per_node``; ``decode_s`` is GPU seconds per sample spent
+    decoding input on the SMs (DALI without a hardware JPEG decoder), added to each step.
     """
     eff = efficiency if efficiency is not None else Efficiency.ideal(devices, links)
     opt = options if options is not None else Options()
@@ -221,13 +225,15 @@ def evaluate(
         links.latency[intra],
         links.bandwidth[net] * eff.link[net],
         links.latency[net],
-        opt.nics_per_node,
+        opt.nics_per_node if nics_per_node is None else nics_per_node,
     )
     sync = _exposed(costs, c, plans, split, sync_total, out["backward"], grad_bytes, opt.bucket_bytes)
 
     acc = plans.accumulation.astype(float)
     forward, backward, act_comm = out["forward"] * acc, out["backward"] * acc, out["act_comm"] * acc
     gpu = forward + backward + update
+    if decode_s is not None:
+        gpu = gpu + plans.batch * acc * decode_s
     host = (out["kernels"] * acc + upd_kernels) * eff.host_per_kernel_s
     overhead = np.maximum(host - gpu, 0.0) + eff.iteration_s * acc
 
@@ -245,7 +251,7 @@ def evaluate(
         act_comm,
         out["params"],
         data_params,
-        elem * plans.batch * float(costs.act_before[L]),
+        elem * plans.batch * costs.act_stored,
         samples,
         sync_total,
         overhead,

@@ -73,6 +73,21 @@ class NetCosts:
         return np.concatenate([[0], np.cumsum(self.act_elems)])
 
     @cached_property
+    def act_stored(self) -> float:
+        """Activation elements per sample a framework keeps for the backward pass: every layer's
+        output but those that are views of their input (a Reshape with as many elements: an
+        identity shortcut or a flatten allocates nothing in PyTorch, MXNet or TensorFlow).
+        PALEO's rules count every output (:attr:`act_before`); the modern rules count these."""
+        view = np.array(
+            [
+                s.type == "Reshape" and len(s.in_shapes) == 1 and np.prod(s.in_shapes[0]) == np.prod(s.out_shape)
+                for s in self.net.layers
+            ],
+            dtype=bool,
+        )
+        return float(self.act_elems[~view].sum())
+
+    @cached_property
     def gather_from(self) -> np.ndarray:
         """(L+1,) per-sample elements gathered by channel-mixing layers at or after a split."""
         return np.concatenate([np.cumsum(self.gather_elems[::-1])[::-1], [0]])

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from planner.cli import model_options as host
 from planner.cli.app import app
 from planner.cli.model_options import Calibration, DataLoader, MemoryHeadroom, PppComm, PppComp, Rules, Stack
 from planner.cli.options import ConvAlg, Fmt, Parallel, Precision, RulesOpt, Scaling, SchemeOpt, What
@@ -90,6 +91,9 @@ def estimate(
         str, typer.Option(help="Modern rules: optimizer step traffic, sgd, momentum or adam.")
     ] = defaults.OPTIMIZER,
     data_loader: DataLoader = defaults.DATA_LOADER,
+    instance: host.Instance = None,
+    cpu_cores_per_gpu: host.CpuCoresPerGpu = None,
+    nics: host.Nics = None,
     conv_algorithm: Annotated[
         ConvAlg, typer.Option(help="Convolution cost model; best = the cheaper per layer.")
     ] = ConvAlg.gemm,
@@ -194,6 +198,10 @@ def _print_text(records: list[dict]) -> None:
         from planner.stacks.listing import summary_line
 
         typer.echo(summary_line(r0["stack"]))
+    if r0.get("host"):
+        loader = r0.get("loader_samples_s_per_gpu")
+        rate = f": {loader:,.0f} images/s per GPU" if loader is not None else ""
+        typer.echo(f"Host: {r0['host']}. Data loader: {r0['loader']}{rate}.")
 
 
 def _error_kind(rec: dict) -> str:
@@ -248,6 +256,9 @@ def _estimate_request(o: dict):
             stack=o.get("stack"),
             optimizer=o["optimizer"],
             data_loader=o["data_loader"],
+            instance=o["instance"],
+            cpu_cores_per_gpu=o["cpu_cores_per_gpu"],
+            nics=o["nics"],
             tp=o["tp"],
             pp=o["pp"],
             zero=o["zero"],
@@ -299,7 +310,7 @@ def summary(
 
 @app.command(name="list")
 def list_(
-    what: Annotated[What, typer.Argument(help="nets, devices, networks, prices or stacks.")],
+    what: Annotated[What, typer.Argument(help="nets, devices, networks, prices, instances or stacks.")],
     format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
 ) -> None:
     """What the catalogs hold, with units and sources."""

@@ -45,3 +45,21 @@ Stack = Annotated[
         "and the plans it can run. Default: megatron for transformers, optimized-cnn for CNNs."
     ),
 ]
+Instance = Annotated[
+    str | None,
+    typer.Option(
+        help="Rent only these instance types, e.g. aws/p4d.24xlarge (see `planner list instances`): "
+        "their GPUs, node size, host CPU cores, NICs and price."
+    ),
+]
+CpuCoresPerGpu = Annotated[
+    float | None,
+    typer.Option(
+        help="Host CPU cores per GPU that decode the data (default: each instance's, or 14 on the "
+        "assumed DGX H100-class host)."
+    ),
+]
+Nics = Annotated[
+    int | None,
+    typer.Option(help="NICs per node between nodes, each at --network's rate (default: each instance's)."),
+]

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from planner.cli import model_options as host
 from planner.cli.app import app
 from planner.cli.model_options import Calibration, DataLoader, MemoryHeadroom, PppComm, PppComp, Rules
 from planner.cli.options import ConvAlg, Fmt, RulesOpt
@@ -136,6 +137,9 @@ def optimize(
     rules: Rules = RulesOpt(defaults.RULES),
     calibration: Calibration = None,
     data_loader: DataLoader = defaults.DATA_LOADER,
+    instance: host.Instance = None,
+    cpu_cores_per_gpu: host.CpuCoresPerGpu = None,
+    nics: host.Nics = None,
     conv_algorithm: Annotated[ConvAlg, typer.Option(help="Convolution cost model.")] = ConvAlg.gemm,
     trials: Annotated[int, typer.Option(help="Optuna trials (total, counting a resumed study's).")] = 200,
     timeout: Annotated[
@@ -260,6 +264,9 @@ def _optimize_request(opts: dict):
         rules=opts["rules"].value,
         calibration=opts.get("calibration"),
         data_loader=opts.get("data_loader", defaults.DATA_LOADER),
+        instance=opts.get("instance"),
+        cpu_cores_per_gpu=opts.get("cpu_cores_per_gpu"),
+        nics=opts.get("nics"),
         conv_algorithm=opts["conv_algorithm"].value,
         trials=opts["trials"],
         timeout=opts["timeout"],
@@ -277,6 +284,7 @@ def pareto(**opts) -> None:
     from planner.pipeline import pareto as run
     from planner.report import render
     from planner.report.files import run_dir, write_atomic
+    from planner.report.pareto_table import CLI_COLUMNS
 
     opts["emit"] = emit_option_check(opts["emit"], opts["target"], opts["storage"])
     req = _optimize_request(_for_targets(opts))
@@ -287,21 +295,11 @@ def pareto(**opts) -> None:
     if opts["format"] is Fmt.json:
         typer.echo(render.to_json({"run_dir": str(saved), "front": data["front"], "search": data["search"]}))
         return
-    cols = [
-        ("label", "plan"),
-        ("gpu", "gpu"),
-        ("gpus", "gpus"),
-        ("batch_per_worker", "batch/GPU"),
-        ("scheme", "scheme"),
-        ("time_text", "time to train"),
-        ("cost_usd", "cost $"),
-        ("energy_kwh", "kWh"),
-        ("kind", "bound by"),
-    ]
+    cols = list(CLI_COLUMNS)
     if len({p.get("stack") for p in data["front"]}) > 1:
         cols[2:2] = [("stack", "stack")]
     if data["front"] and "tp" in data["front"][0] and "tokens_per_s" in data["front"][0]:
-        cols[4:4] = [("tp", "TP"), ("pp", "PP"), ("dp", "DP"), ("zero", "ZeRO"), ("recompute", "recompute")]
+        cols[5:5] = [("tp", "TP"), ("pp", "PP"), ("dp", "DP"), ("zero", "ZeRO"), ("recompute", "recompute")]
         cols[-1:-1] = [("tokens_per_s", "tokens/s"), ("mfu", "MFU")]
     typer.echo(
         f"Pareto front of {req.net}: {len(data['front'])} plan{'s' if len(data['front']) != 1 else ''} "
@@ -314,18 +312,20 @@ def pareto(**opts) -> None:
             f"Merged {merged} plan{'s' if merged > 1 else ''} within {data['search']['front_tolerance']:.0%} of a "
             "listed plan on every objective into it (listed as its equivalents in run.json)."
         )
-    _stack_lines(data["front"])
+    _footer_lines(data)
     typer.echo(f"Report: {saved}/report.html (also report.md, pareto.csv, trials.csv, plan_<k>.json)")
     if launched:
         typer.echo(launched)
 
 
-def _stack_lines(front: list[dict]) -> None:
-    """The stacks of the front's plans: what each is fitted on, its error, what it lacks."""
+def _footer_lines(data: dict) -> None:
+    """Why each GPU type off the front is off it, and the stacks of the front's plans."""
     from planner.stacks.listing import summary_line
 
-    for name in dict.fromkeys(p["stack"] for p in front if p.get("stack")):
-        typer.echo(summary_line(name))
+    lines = [*data.get("off_front", [])]
+    lines += [summary_line(n) for n in dict.fromkeys(p["stack"] for p in data["front"] if p.get("stack"))]
+    if lines:
+        typer.echo("\n".join(lines))
 
 
 def _axis_parameters() -> list[inspect.Parameter]:

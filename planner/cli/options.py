@@ -59,3 +59,4 @@ class What(str, Enum):
     networks = "networks"
     prices = "prices"
     stacks = "stacks"
+    instances = "instances"

@@ -69,17 +69,27 @@ def estimate(req: EstimateRequest) -> list[dict]:
     llm = description(costs)
     precision = _precision(req, info, llm is not None)
     req = replace(req, optimizer=defaults.optimizer(req.optimizer, llm is not None))
+    host = estimate_host(req, net_info)
     model = CostModel.of(
         req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader), req.stack
-    ).for_net(costs.net.meta)
+    ).for_net(costs.net.meta, host)
     if llm is not None or not req.model_parallel:  # a CNN with --tp: the error below says why
         check_stack(req, model)
     records = _estimate(req, costs, model, info, net_info, precision, llm)
     for rec in records:  # every answer names its stack (None under PALEO's rules)
         rec["stack"] = model.stack
+        rec.update(model.host_record(0, req.gpus_per_node) if model.modern else {})
         if "total_ms_range" in rec:
             rec["interval_kind"] = model.interval_kind
     return records
+
+
+def estimate_host(req: EstimateRequest, net_info):
+    """The host of the estimate's plans (planner.hosts): --instance's, or the assumed one."""
+    from planner import hosts
+
+    over = hosts.parse_overrides(req.instance, req.cpu_cores_per_gpu, req.nics)
+    return hosts.for_estimate(req.device, req.gpus_per_node, net_info.link.bandwidth * 8 / 1e9, over)
 
 
 def check_stack(req: EstimateRequest, model: CostModel) -> None:

@@ -49,6 +49,8 @@ class CostModel:
     stack: str | None = None
     stacks: tuple[str, ...] = ()  # the stacks resolved by for_net (several: a searched axis)
     stack_profiles: tuple = field(default=(), compare=False)  # the profile of each of ``stacks``
+    # planner.hosts.HostArrays of the plans' device rows (None: every plan on the assumed host)
+    hosts: object = field(default=None, compare=False)
 
     @classmethod
     def of(
@@ -76,16 +78,21 @@ class CostModel:
 
     @property
     def loader_per_gpu(self) -> float:
-        """Samples/s one GPU's share of its node's data loader sustains (inf: no bound).
-
-        cpu: samples/s per host core x host cores per GPU; dali: GPU decoding per GPU
-        (configs/efficiencies.toml [loader.*] and [host.default], with their sources)."""
+        """Samples/s one GPU's share of the assumed host's data loader sustains (inf: no bound);
+        :meth:`loader_rates` gives each plan's, on its own host and GPU."""
         if self.loader not in _LOADER_ENTRY:
             return float("inf")
         rate = catalog.loader_rates()[_LOADER_ENTRY[self.loader]]
         if "samples_per_s_per_core" in rate:
             return rate["samples_per_s_per_core"] * catalog.host_cores_per_gpu()
         return rate["samples_per_s_per_gpu"]
+
+    def loader_rates(self, device, gpus_per_node) -> tuple[np.ndarray, np.ndarray]:
+        """(samples/s per GPU its loader sustains, GPU seconds per sample spent decoding on the
+        SMs) of plans on device rows ``device`` in nodes of ``gpus_per_node`` (planner.loaders)."""
+        from planner import loaders
+
+        return loaders.per_plan(self.loader, self.hosts, device, gpus_per_node)
 
     @property
     def modern(self) -> bool:
@@ -98,7 +105,7 @@ class CostModel:
         eff = self.profile.apply(catalog.efficiency(devices.names, links.names))
         return {"efficiency": eff, "options": Options(optimizer=self.optimizer)}
 
-    def for_net(self, meta: dict) -> CostModel:
+    def for_net(self, meta: dict, hosts=None) -> CostModel:
         """This model for a net: the interval of its family (a transformer spec has a ``model``
         description) and its stack (``--stack``, or the family's default), whose profile it
         takes unless ``--calibration`` named one."""
@@ -107,11 +114,17 @@ class CostModel:
 
         family = registry.family_of(meta)
         if not self.modern:
-            return replace(self, family=family)
+            return replace(self, family=family, hosts=hosts)
         names = registry.parse_choice(self.stack, family)
         profs = tuple(self.profile if self.calibration else stack_profile(registry.get(n)) for n in names)
         return replace(
-            self, family=family, stack=names[0], stacks=names, profile=profs[0], stack_profiles=profs
+            self,
+            family=family,
+            stack=names[0],
+            stacks=names,
+            profile=profs[0],
+            stack_profiles=profs,
+            hosts=hosts,
         )
 
     def for_stack(self, name: str) -> CostModel:
@@ -160,11 +173,40 @@ class CostModel:
 
     def plan_kwargs(self, plans) -> dict:
         """The evaluator arguments that depend on the plans: a node's data loader feeds the GPUs
-        it holds (samples/s per node, per plan); none when the loader is not a bound."""
-        rate = self.loader_per_gpu
-        if not np.isfinite(rate):
-            return {}
-        return {"loader_rate": rate * np.minimum(plans.gpus_per_node, plans.workers)}
+        it holds (samples/s per node), decoding on the SMs adds GPU time per sample, and the
+        host's NICs carry the traffic between nodes (planner.hosts); each per plan."""
+        out = {}
+        if not self.modern:
+            return out
+        if self.hosts is not None:
+            nics = self.hosts.nics()[plans.device, self.hosts.column(plans.gpus_per_node)]
+            if np.isfinite(nics).any():
+                out["nics_per_node"] = np.where(np.isfinite(nics), nics, plans.gpus_per_node)
+        if self.loader not in _LOADER_ENTRY:
+            return out
+        rate, decode = self.loader_rates(plans.device, plans.gpus_per_node)
+        if np.isfinite(rate).any():
+            out["loader_rate"] = rate * np.minimum(plans.gpus_per_node, plans.workers)
+        if (decode > 0).any():
+            out["decode_s"] = decode
+        return out
+
+    def host_record(self, g: int, gpus_per_node: int) -> dict:
+        """The host and data loader of device row ``g`` in nodes of ``gpus_per_node`` GPUs, as
+        record fields (planner.hosts, planner.loaders)."""
+        from planner import loaders
+
+        host = self.hosts.at(g, gpus_per_node) if self.hosts is not None else None
+        rec = loaders.describe(self.loader, self.hosts, g, gpus_per_node)
+        if host is None:
+            return rec
+        return {
+            "instance": host.id,
+            "host": host.describe(),
+            "cpu_cores_per_gpu": host.cpu_cores_per_gpu,
+            "nics_per_node": host.nics,
+            **rec,
+        }
 
 
 def loader_for(net_meta: dict, choice: str) -> str:

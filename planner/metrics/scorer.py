@@ -26,6 +26,7 @@ from planner.metrics import memory
 from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel
 from planner.metrics.objectives import METRIC, OBJECTIVES, SENSE  # noqa: F401 (re-exported)
+from planner.space.declare import PER_NODE
 from planner.space.space import Space
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ class Scorer:
     costs: object  # costs.specs.coefficients.NetCosts
     devices: DeviceTable
     links: LinkTable
-    prices: np.ndarray  # (gpus in space,) USD per GPU-hour, NaN when unknown
+    prices: np.ndarray  # (gpus in space,) or (gpus, PER_NODE) USD per GPU-hour, NaN when unknown
     limits: Limits
     epochs: float
     dataset_size: int
@@ -64,6 +65,20 @@ class Scorer:
             self.energy = catalog.energy_defaults()
         if self.board_w is None:
             self.board_w = _board_power(self.devices.names)
+
+    def price_of(self, g, gpus_per_node) -> np.ndarray:
+        """USD per GPU-hour of plans on device rows ``g`` in nodes of ``gpus_per_node`` GPUs."""
+        prices = np.asarray(self.prices, dtype=float)
+        if prices.ndim == 1:
+            return prices[g]
+        return prices[g, np.searchsorted(PER_NODE, gpus_per_node)]
+
+    def price_source_of(self, g: int, gpus_per_node: int) -> str | None:
+        """Where the price of device row ``g`` in nodes of ``gpus_per_node`` comes from."""
+        if g >= len(self.price_sources):
+            return None
+        src = self.price_sources[g]
+        return src if isinstance(src, str) else src[int(np.searchsorted(PER_NODE, gpus_per_node))]
 
     @property
     def efficiency(self):
@@ -133,7 +148,7 @@ class Scorer:
         g = cols["gpu"]
         power = self.energy.metrics(self.board_w[g], p.workers, nodes, total, r.compute, iters)
         caps = self.gpu_caps[g] if self.gpu_caps is not None else np.full(len(p), np.inf)
-        cost = ttt / 3600.0 * k * self.prices[g]
+        cost = ttt / 3600.0 * k * self.price_of(g, p.gpus_per_node)
         if self.kwh_usd is not None and self.kwh_usd.any():  # owned GPUs: their electricity
             rate = self.kwh_usd[g]
             cost = cost + np.where(rate > 0, power["energy_kwh"] * rate, 0.0)

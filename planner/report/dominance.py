@@ -9,6 +9,10 @@ def _pct(x: float) -> str:
     return f"{x:.0%}" if abs(x) >= 0.095 else f"{x:.1%}"
 
 
+def _signed(x: float) -> str:
+    return f"{x:+.0%}" if abs(x) >= 0.095 else f"{x:+.1%}"
+
+
 def dominance(front: list[dict], rivals: list[dict]) -> str:
     """When one GPU type holds the whole front, why, from the numbers: how its fastest and cheapest
     plans compare with those of the runner-up type. ``rivals``: per other GPU type its fastest
@@ -29,3 +33,23 @@ def dominance(front: list[dict], rivals: list[dict]) -> str:
         f"at least ${r['cheap_usd']:,.2f} ({_pct(r['cheap_usd'] / cheap['cost_usd'] - 1)} more per sample "
         f"trained); so every {r['gpu']} plan is matched or beaten on both time and cost by one on {gpu}."
     )
+
+
+def off_front(front: list[dict], rivals: list[dict]) -> list[str]:
+    """Per GPU type with no plan on the front, one sentence: its fastest plan (GPUs, instance),
+    against the front's plan nearest in time, and whether the data loader sets its pace."""
+    out = []
+    for r in sorted(rivals, key=lambda x: x["fast_s"]):
+        q = min(front, key=lambda p: abs(p["time_to_train_s"] - r["fast_s"]))
+        where = f" on {r['fast_instance']}" if r.get("fast_instance") else " on an assumed host"
+        share = r.get("fast_input_share", 0.0)
+        loader = f"; its data loader binds ({_pct(share)} of its iteration waits on it)" if share >= 0.005 else ""
+        dt = r["fast_s"] / q["time_to_train_s"] - 1
+        dc = r["fast_usd"] / q["cost_usd"] - 1 if q.get("cost_usd") else float("nan")
+        out.append(
+            f"{r['gpu']} is off the front: its fastest plan, {r.get('fast_gpus', '?')} GPUs{where}, takes "
+            f"{duration(r['fast_s'])} for ${r['fast_usd']:,.2f}, against {q.get('label', 'the front')}'s "
+            f"{duration(q['time_to_train_s'])} for ${q['cost_usd']:,.2f} ({_signed(dt)} time, {_signed(dc)} money)"
+            f"{loader}."
+        )
+    return out

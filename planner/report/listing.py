@@ -15,6 +15,8 @@ def listing(what: str) -> tuple[list[dict], list[tuple[str, str]]]:
         from planner.stacks.listing import listing as stacks
 
         return stacks()
+    if what == "instances":
+        return instance_listing()
     if what == "devices":
         recs = []
         for d in catalog.devices().values():
@@ -145,3 +147,50 @@ def price_notes(records: list[dict]) -> str:
         "providers count, each at that rate where it publishes one, on demand where not). "
         "Sources: --format json."
     )
+
+
+INSTANCE_COLUMNS = [
+    ("id", "instance"),
+    ("device", "device"),
+    ("gpus", "GPUs"),
+    ("vcpus", "vCPUs"),
+    ("cpu_cores_per_gpu", "cores/GPU"),
+    ("host_memory_gib", "host GiB"),
+    ("network_text", "network"),
+    ("local_nvme_gb", "NVMe GB"),
+    ("usd_per_gpu_hour", "$/GPU-h"),
+    ("date", "date"),
+]
+
+
+def instance_listing() -> tuple[list[dict], list[tuple[str, str]]]:
+    """Every instance type of configs/instances.toml, with its on-demand price per GPU-hour (the
+    cheapest row that names it) and its source."""
+    from planner import hosts
+
+    price: dict[str, float] = {}
+    for r in catalog.price_rows():
+        if r.host and r.pricing == "on-demand":
+            price[r.host] = min(price.get(r.host, float("inf")), r.usd_per_gpu_hour)
+    recs = []
+    for i in hosts.instances().values():
+        nic = f"{i.nics} x {i.nic_gbit_s:g} Gb/s {i.network}" if i.node_gbit_s else "not stated"
+        recs.append(
+            {
+                "id": i.id,
+                "device": i.device,
+                "gpus": i.gpus,
+                "vcpus": i.vcpus,
+                "cpu_cores_per_gpu": round(i.cores / i.gpus, 2),
+                "host_memory_gib": i.host_memory_gib,
+                "network_text": nic,
+                "nics": i.nics,
+                "nic_gbit_s": i.nic_gbit_s,
+                "local_nvme_gb": i.local_nvme_gb,
+                "usd_per_gpu_hour": round(price[i.id], 4) if i.id in price else None,
+                "date": i.date,
+                "source": i.source,
+                "note": i.note,
+            }
+        )
+    return recs, INSTANCE_COLUMNS

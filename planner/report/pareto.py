@@ -14,7 +14,7 @@ from html import escape
 import numpy as np
 
 from planner.report import charts, tornado
-from planner.report.dominance import dominance
+from planner.report.dominance import dominance, off_front
 from planner.report.pareto_inputs import inputs_lines as _inputs_lines
 from planner.report.pareto_table import cell as _cell
 from planner.report.pareto_table import table_columns
@@ -44,7 +44,9 @@ def _describe(p: dict) -> str:
         )
         mode += f", recompute {p['recompute']}" if p.get("recompute", "none") != "none" else ""
     return (
-        f"{p['gpus']} x {p['gpu']} ({p['nodes']}x{p['gpus_per_node']}), {p['batch_per_worker']}/GPU, "
+        f"{p['gpus']} x {p['gpu']} ({p['nodes']}x{p['gpus_per_node']}"
+        + (f" {p['instance']}" if p.get("instance") else "")
+        + f"), {p['batch_per_worker']}/GPU, "
         f"{mode}, {p['scheme']}, {p['precision']}" + (f", stack {p['stack']}" if p.get("stack") else "")
     )
 
@@ -52,12 +54,14 @@ def _describe(p: dict) -> str:
 def classify(p: dict) -> str:
     """compute-, communication-, input-, memory- or budget-bound (see :data:`KINDS`)."""
     binding = set(p.get("binding", []))
-    if binding & {"budget_gpus", "budget_usd", "deadline", "owned_gpus"}:
+    # the loader first: a loader-bound plan also fills its GPU budget (each GPU brings its
+    # host's share of the loader), and the loader is what a faster GPU cannot fix
+    if p.get("input_ms", 0.0) >= 0.25 * p["iteration_ms"]:
+        return "input-bound"
+    if binding & {"budget_gpus", "budget_usd", "deadline", "owned_gpus", "gpu_cap"}:
         return "budget-bound"
     if "memory" in binding:
         return "memory-bound"
-    if p.get("input_ms", 0.0) >= 0.25 * p["iteration_ms"]:
-        return "input-bound"
     return "communication-bound" if p["comm_ms"] >= 0.5 * p["iteration_ms"] else "compute-bound"
 
 
@@ -104,8 +108,13 @@ def _why(p: dict, i: int, front: list[dict]) -> str:
         )
     elif kind == "input-bound":
         detail = (
-            f"{p['input_ms'] / it:.0%} of its {it:,.1f} ms iteration waits on the data loader, "
-            "so a faster GPU would not help"
+            f"{p['input_ms'] / it:.0%} of its {it:,.1f} ms iteration waits on the data loader"
+            + (
+                f" ({p['loader']}: {p['loader_samples_s_per_gpu']:,.0f} images/s per GPU)"
+                if p.get("loader")
+                else ""
+            )
+            + ", so a faster GPU would not help"
         )
     elif kind == "communication-bound":
         link = p["network"] if p["nodes"] > 1 else p["intra_node_link"]
@@ -165,6 +174,7 @@ def report_data(
         p["time_text"] = duration(p["time_to_train_s"])
         p["kind"] = classify(p)
         p["binding_text"] = ", ".join(p.get("binding") or []) or "none"
+        p["instance_text"] = p.get("instance") or ("assumed host" if p.get("host") else "")
     for i, p in enumerate(front):
         p["why"] = _why(p, i, front)
     ft = np.array([p["time_to_train_s"] for p in front]) / 3600
@@ -195,6 +205,7 @@ def report_data(
         "evaluated": int(len(feasible)),
         "feasible": int(feasible.sum()),
         "dominance": dominance(front, rivals or []),
+        "off_front": off_front(front, rivals or []),
         "energy": energy,
     }
 
@@ -276,7 +287,11 @@ from the front); hover a point for its plan.</p>
 
 
 def _dominance_html(data: dict) -> str:
-    return f"<p class='dominance'>{escape(data['dominance'])}</p>" if data.get("dominance") else ""
+    html = f"<p class='dominance'>{escape(data['dominance'])}</p>" if data.get("dominance") else ""
+    if data.get("off_front"):
+        items = "".join(f"<li>{escape(x)}</li>" for x in data["off_front"])
+        html += f"<h2>GPU types off the front</h2><ul class='off-front'>{items}</ul>"
+    return html
 
 
 def render_markdown(data: dict, chart_dir: str = "charts") -> str:
@@ -289,6 +304,8 @@ def render_markdown(data: dict, chart_dir: str = "charts") -> str:
     )
     if data.get("dominance"):
         lines += ["", data["dominance"]]
+    if data.get("off_front"):
+        lines += ["", "## GPU types off the front", "", *[f"- {x}" for x in data["off_front"]]]
     lines += [
         "",
         "## Pareto front",

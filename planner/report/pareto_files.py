@@ -104,7 +104,11 @@ def _rivals(scorer, cols: dict, m: dict, feasible: np.ndarray, on_front: set[str
         sel = np.flatnonzero(feasible & (cols["gpu"] == g) & np.isfinite(c))
         if name in on_front or sel.size == 0:
             continue
-        f, k = sel[np.argmin(t[sel])], sel[np.argmin(c[sel])]
+        fast = sel[t[sel] <= t[sel].min() * 1.005]  # the fastest, ties (0.5%) to the cheapest
+        f, k = fast[np.argmin(c[fast])], sel[np.argmin(c[sel])]
+        host = (
+            scorer.model.hosts.at(g, int(m["per_node"][f])) if scorer.model and scorer.model.hosts else None
+        )
         out.append(
             {
                 "gpu": name,
@@ -112,6 +116,9 @@ def _rivals(scorer, cols: dict, m: dict, feasible: np.ndarray, on_front: set[str
                 "fast_usd": float(c[f]),
                 "cheap_s": float(t[k]),
                 "cheap_usd": float(c[k]),
+                "fast_gpus": int(m["gpus"][f]),
+                "fast_input_share": float(m["input_s"][f] / m["iteration_s"][f]),
+                "fast_instance": host.id if host is not None else None,
             }
         )
     return out
@@ -138,6 +145,10 @@ def plan_file(p: dict, req: OptimizeRequest) -> dict:
         "optimizer": req.optimizer,
         "data_loader": req.data_loader,
         "calibration": req.calibration,
+        # the host: its instance (None: the assumed host) and the user's overrides of it
+        "instance": p.get("instance"),
+        "cpu_cores_per_gpu": req.cpu_cores_per_gpu,
+        "nics": req.nics,
         **({"seq_len": p["seq_len"]} if "seq_len" in p else {}),
         # columns of the axes a user can set (e.g. accumulation), under their record keys
         **{f.key: p[f.key] for a in OPTIONS for f in a.fields},

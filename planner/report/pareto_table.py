@@ -8,6 +8,7 @@ TABLE = [
     ("gpu", "GPU"),
     ("gpus", "GPUs"),
     ("gpus_per_node", "per node"),
+    ("instance_text", "instance"),
     ("batch_per_worker", "batch/GPU"),
     ("parallel", "parallel"),
     ("scheme", "scheme"),
@@ -21,6 +22,20 @@ TABLE = [
     ("kind", "bound by"),
 ]
 
+
+# the terminal's table of `planner pareto` (the reports show TABLE)
+CLI_COLUMNS = (
+    ("label", "plan"),
+    ("gpu", "gpu"),
+    ("gpus", "gpus"),
+    ("instance_text", "instance"),
+    ("batch_per_worker", "batch/GPU"),
+    ("scheme", "scheme"),
+    ("time_text", "time to train"),
+    ("cost_usd", "cost $"),
+    ("energy_kwh", "kWh"),
+    ("kind", "bound by"),
+)
 
 _LLM_TABLE = [("tp", "TP"), ("pp", "PP"), ("dp", "DP"), ("zero", "ZeRO"), ("recompute", "recompute")]
 

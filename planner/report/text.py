@@ -91,6 +91,7 @@ def _best_lines(result) -> list[str]:
         *_transformer_lines(b),
         *_stack_line(b),
         *_price_line(b),
+        *_host_line(b),
         *_energy_line(b, result),
         f"  per iteration: forward {b['forward_ms']:,.2f} ms, backward {b['backward_ms']:,.2f} ms, "
         f"update {b['update_ms']:,.2f} ms, communication {b['comm_ms']:,.2f} ms"
@@ -144,6 +145,14 @@ def _price_line(b: dict) -> list[str]:
     return [f"  price ${b['usd_per_gpu_hour']:,.2f} per GPU-hour ({b['price_source']})"]
 
 
+def _host_line(b: dict) -> list[str]:
+    """The host the plan runs on (its instance, or the assumed one) and its data loader."""
+    out = [f"  host: {b['host']}"] if b.get("host") else []
+    if b.get("loader_samples_s_per_gpu") is not None:
+        out.append(f"  data loader: {b['loader']}: {b['loader_samples_s_per_gpu']:,.0f} images/s per GPU")
+    return out
+
+
 def _energy_line(b: dict, result) -> list[str]:
     """Energy at the meter and CO2 of the plan, and the parameters they use."""
     if b.get("energy_kwh") is None:
@@ -192,6 +201,11 @@ def _confidence_lines(b: dict) -> list[str]:
         + (
             f"; {c['sd_log_unseen']:.2f} for a GPU generation the fit has no run of"
             if c.get("sd_log_unseen")
+            else ""
+        )
+        + (
+            f"; the data loader's rate off by a factor, sd {c['sd_log_loader']:.2f}"
+            if c.get("sd_log_loader")
             else ""
         )
         + ")"

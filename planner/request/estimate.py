@@ -43,6 +43,9 @@ class EstimateRequest:
     optimizer: str = defaults.OPTIMIZER
     stack: str | None = None  # modern rules: a stack name (configs/stacks/); None: the family's default
     data_loader: str = defaults.DATA_LOADER  # auto | cpu | dali | none (modern rules)
+    instance: str | None = None  # an instances.toml id: the host (cores, NICs) of the plan
+    cpu_cores_per_gpu: float | None = None  # host CPU cores per GPU; None: the host's
+    nics: int | None = None  # NICs per node at --network's rate; None: the host's
     # transformers under the modern rules (costs.llm.evaluator): model parallelism and batch
     tp: int = 1
     pp: int = 1
@@ -181,7 +184,12 @@ def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
 
 def _model_keys(data: dict) -> dict:
     """The cost model's options a plan file records (older plan files lack them: defaults)."""
-    return {k: str(data[k]) for k in ("optimizer", "data_loader") if data.get(k) is not None}
+    out: dict = {k: str(data[k]) for k in ("optimizer", "data_loader", "instance") if data.get(k) is not None}
+    if data.get("cpu_cores_per_gpu") is not None:
+        out["cpu_cores_per_gpu"] = float(data["cpu_cores_per_gpu"])
+    if data.get("nics") is not None:
+        out["nics"] = int(data["nics"])
+    return out
 
 
 def _llm_keys(data: dict) -> dict:

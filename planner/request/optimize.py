@@ -14,7 +14,7 @@ import numpy as np
 
 from costs.hardware import PRECISIONS
 from costs.llm.evaluator import description
-from planner import catalog, pricing
+from planner import catalog, hosts
 from planner.energy import Energy, with_options
 from planner.errors import BadInput
 from planner.metrics.limits import Limits
@@ -22,6 +22,7 @@ from planner.metrics.model import CostModel, loader_for
 from planner.metrics.objectives import OBJECTIVES
 from planner.request import defaults
 from planner.request.parse import memory_fraction, parse_budgets, parse_duration
+from planner.request.prices import given_prices, host_arrays, instance_devices, price_columns, price_table
 from planner.request.tokens import Tokens, llm_global_batch, llm_tokens, spec_seq_len
 
 # A spec without a "training" section trains like the ImageNet nets of the zoo: 90 epochs
@@ -51,6 +52,9 @@ class OptimizeRequest:
     grid_intensity: float | None = None  # gCO2 per kWh; None: configs/energy.toml's
     electricity: float | str | None = None  # USD per kWh for owned GPUs; None: configs/energy.toml's
     network: str = defaults.NETWORK
+    instance: str | None = None  # "aws/p4d.24xlarge[,...]": only these instances (planner.hosts)
+    cpu_cores_per_gpu: float | None = None  # host CPU cores per GPU; None: each host's
+    nics: int | None = None  # NICs per node at --network's rate; None: each host's
     epochs: float | None = None
     dataset_size: int | None = None
     global_batch: int | None = None  # None: the net's (transformers), else free
@@ -90,14 +94,15 @@ class Problem:
     gpus: tuple[str, ...]  # device keys the search may use
     devices: tuple  # catalog.DeviceInfo per key of ``gpus``
     network: object  # catalog.NetworkInfo: the link between nodes
-    prices: np.ndarray  # USD per GPU-hour per key of ``gpus``, NaN when unknown
+    prices: np.ndarray  # (gpus, PER_NODE) USD per GPU-hour of each node size, NaN when unknown
     costs: object  # costs.specs.coefficients.NetCosts
     epochs: float
     dataset_size: int
     model: CostModel | None = None  # rule set, calibration profile, optimizer
-    price_sources: tuple[str, ...] = ()  # per key of ``gpus``: where its price comes from
+    price_sources: tuple = ()  # per key of ``gpus`` and node size: where its price comes from
     llm: dict | None = None  # transformer description (costs.llm.shard.dims) under the modern rules
     tokens: Tokens | None = None  # transformers: training tokens and global batch, with their sources
+    hosts: object = None  # planner.hosts.HostArrays: each device's host per node size
 
     @property
     def global_batch(self) -> int | None:
@@ -266,50 +271,6 @@ def _check_length(epochs: float, dataset: int) -> None:
         )
 
 
-def price_table(req: OptimizeRequest) -> tuple[dict, str]:
-    """The chosen price of each device (planner.pricing.Price) under --provider and --pricing, and
-    those options in words (for errors)."""
-    rows = catalog.price_rows()
-    keep = pricing.parse_providers(req.provider, rows)
-    kind = pricing.parse_pricing(req.pricing)
-    table = {}
-    for key in catalog.devices():
-        price = pricing.choose(rows, key, kind, keep)
-        if price is not None:
-            table[key] = price
-    return table, f"{kind} price" + (f" from {', '.join(keep)}" if keep else "")
-
-
-def _owned_source(n: int, rate: float, usd_per_kwh: float) -> str:
-    """Where an owned device's price comes from: its amortisation rate and electricity price."""
-    if not rate and not usd_per_kwh:
-        return f"owned ({n} GPUs, no marginal price)"
-    amortised = f"${rate:g}/GPU-h amortised" if rate else "no amortisation rate"
-    return f"owned ({n} GPUs, {amortised}, electricity ${usd_per_kwh:g}/kWh)"
-
-
-def _price_columns(
-    gpus, table: dict, overrides: dict[str, float], owned: dict[str, tuple[int, float]], usd_per_kwh: float
-) -> tuple[np.ndarray, tuple[str, ...]]:
-    """USD per GPU-hour per device (NaN when unknown) and where each comes from."""
-    usd, src = [], []
-    for k in gpus:
-        if k in owned:
-            n, rate = owned[k]
-            usd.append(rate)
-            src.append(_owned_source(n, rate, usd_per_kwh))
-        elif k in overrides:
-            usd.append(overrides[k])
-            src.append("your --price")
-        elif k in table:
-            usd.append(table[k].usd_per_gpu_hour)
-            src.append(table[k].source)
-        else:
-            usd.append(np.nan)
-            src.append("no price")
-    return np.array(usd, dtype=float), tuple(src)
-
-
 def validate(req: OptimizeRequest) -> Problem:
     """Check ``req`` and look its names up; every bad option raises :class:`BadInput`."""
     objectives = parse_objectives(req.objective)
@@ -322,6 +283,10 @@ def validate(req: OptimizeRequest) -> Problem:
     table, what = price_table(req)
     priced = {**prices, **{k: usd for k, (_, usd) in owned.items()}}
     gpus = select_gpus(req.gpu, priced, "cost" in objectives or max_usd is not None, table)
+    over = hosts.parse_overrides(req.instance, req.cpu_cores_per_gpu, req.nics)
+    if over.instances:
+        gpus = [k for k in gpus if k in instance_devices(over)]
+        what += f" for --instance {req.instance}" + (f" and --gpu {req.gpu}" if req.gpu else "")
     if not gpus:
         raise BadInput(f"no device has a {what} in prices.toml (see `planner list prices`)")
     net_info = catalog.network(req.network)
@@ -335,7 +300,10 @@ def validate(req: OptimizeRequest) -> Problem:
     if tokens is not None:
         tokens = replace(tokens, batch_source=batch_source)
     infos = tuple(catalog.device(k) for k in gpus)
-    usd, sources = _price_columns(gpus, table, prices, owned, energy.usd_per_kwh)
+    host_table = host_arrays(
+        req, gpus, infos, net_info, given_prices(prices, owned, energy.usd_per_kwh), over
+    )
+    usd, sources = price_columns(host_table)
     caps = np.array([owned[k][0] if k in owned else np.inf for k in gpus], dtype=float)
     # an owned GPU's power is paid for on top of its amortisation; a rented GPU's price includes it
     kwh_usd = np.array([energy.usd_per_kwh if k in owned else 0.0 for k in gpus], dtype=float)
@@ -364,8 +332,9 @@ def validate(req: OptimizeRequest) -> Problem:
             req.optimizer,
             loader_for(costs.net.meta, req.data_loader),
             dict(req.axes).get("stack"),
-        ).for_net(costs.net.meta),
+        ).for_net(costs.net.meta, host_table),
         price_sources=sources,
+        hosts=host_table,
         llm=llm,
         energy=energy,
         gpu_caps=caps,

@@ -15,6 +15,7 @@ import numpy as np
 from costs.fit.uncertainty import sd_from_interval, win_probability
 from costs.hardware import PRECISIONS
 from planner import catalog
+from planner.loaders import RATE_SD_LOG
 from planner.metrics.scorer import Scorer
 from planner.search.scored import TIE, Scored, ranked
 
@@ -56,7 +57,10 @@ def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: 
     it, comm, stall = m["iteration_s"], m["comm_s"], m["input_s"]
     compute = it - comm - stall
     # the data loader's bound holds for every plan, binding or not: samples per GPU / its rate
-    floor = m["global_batch"] / m["gpus"] / model.loader_per_gpu
+    rate, _ = model.loader_rates(pool.cols["gpu"][order], m["per_node"])
+    floor = m["global_batch"] / m["gpus"] / rate
+    # the loader's rate is one cited figure of known spread (planner.loaders.RATE_SD_LOG)
+    sd_loader = RATE_SD_LOG if np.isfinite(rate).any() else 0.0
     prec = np.array([PRECISIONS.index(p) for p in m["precision_name"]])
     group = pool.cols["gpu"][order] * len(PRECISIONS) + prec
     per_second = pool.objectives[0, order] / it
@@ -71,6 +75,7 @@ def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: 
         draws=DRAWS,
         seed=seed,
         floor_s=floor,
+        sd_floor=sd_loader,
         tiebreak=pool.tiebreak[0, order] if pool.tiebreak is not None else None,
         tie=TIE,
     )
@@ -81,6 +86,7 @@ def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: 
         "draws": DRAWS,
         "sd_log": sd,
         "sd_log_unseen": None if seen.all() else wide,
+        "sd_log_loader": sd_loader or None,
         "calibrated_alternative": None if fitted else calibrated,
         "objective": objectives[0],
         "interval": list(interval),

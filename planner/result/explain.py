@@ -31,7 +31,8 @@ def explain(best: dict, baseline: dict) -> list[str]:
     if inp >= 0.005:
         lines.append(
             f"the data loader binds: {best['global_batch'] / (it / 1e3) / best['gpus']:,.0f} samples/s per GPU "
-            "(--data-loader dali decodes on the GPUs; --data-loader none assumes data already decoded)."
+            f"({best.get('loader', 'the data loader')}; --cpu-cores-per-gpu or --instance change the host, "
+            "--data-loader dali decodes on the GPUs, --data-loader none assumes data already decoded)."
         )
     reasons = {
         "budget_gpus": f"the GPU budget binds: it uses {best['gpus']} GPUs",
@@ -44,6 +45,8 @@ def explain(best: dict, baseline: dict) -> list[str]:
             if "usable_memory_gb" in best
             else ""
         ),
+        "gpu_cap": f"the search's GPU cap binds: it uses {best['gpus']} GPUs, the most a search bounded only "
+        "by money or a deadline tries (add a GPU budget, e.g. --budget 256gpus, to search more)",
         "max_global_batch": f"the maximum global batch binds ({best['global_batch']:,} samples)",
         "min_global_batch": f"the minimum global batch binds ({best['global_batch']:,} samples)",
     }

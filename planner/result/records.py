@@ -65,11 +65,14 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
     rec.update({f"{k}_ms": float(m[f"{k}_s"][0] * 1e3) for k in _MS})
     cost = m["cost_usd"][0]
     g = int(one["gpu"][0])
-    usd = float(scorer.prices[g])
+    per_node = int(m["per_node"][0])
+    usd = float(scorer.price_of(g, per_node))
     rec.update(
         usd_per_gpu_hour=None if math.isnan(usd) else usd,
-        price_source=scorer.price_sources[g] if g < len(scorer.price_sources) else None,
+        price_source=scorer.price_source_of(g, per_node),
     )
+    if scorer.model is not None:
+        rec.update(scorer.model.host_record(g, per_node))
     rec.update(
         throughput_samples_s=float(m["throughput_samples_s"][0]),
         time_to_train_s=float(m["time_to_train_s"][0]),
@@ -88,6 +91,8 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
     cons = scorer.limits.values(m)[:, 0]
     rec["constraints"] = {n: float(v) for n, v in zip(scorer.limits.names(), cons, strict=True)}
     rec["binding"] = [n for n, v in rec["constraints"].items() if -0.05 < v <= 0 and n != "supported"]
+    if scorer.limits.max_gpus is None and rec["gpus"] >= max(scorer.space.choices("gpus")):
+        rec["binding"].append("gpu_cap")  # money or a deadline alone: the search's own GPU cap
     rec["estimate_command"] = estimate_command(scorer, rec)
     interval = _interval(scorer, rec)
     if interval is not None:  # the calibration's 80% interval (held-out error)
@@ -162,6 +167,8 @@ def estimate_command(scorer: Scorer, rec: dict) -> str:
     cm = scorer.model
     if cm is not None and cm.modern:  # the modern rules: profile and optimizer, no PPP
         model = [f"--rules {cm.rules}", f"--optimizer {cm.optimizer}", f"--data-loader {cm.loader}"]
+        if cm.hosts is not None:
+            model += cm.hosts.args(list(scorer.space.choices("gpu")).index(rec["gpu"]), rec["gpus_per_node"])
         model += [f"--calibration {shlex.quote(cm.calibration)}"] if cm.calibration else []
     else:
         model = [

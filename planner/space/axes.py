@@ -168,6 +168,14 @@ def _precision_plan(ch: Chosen) -> dict[str, np.ndarray]:
     return {"precision": np.where(fixed >= 0, fixed, auto[ch.index("gpu")] if auto.size else 0)}
 
 
+def _offered(ch: Chosen) -> np.ndarray:
+    """Whether nodes of the chosen size of the chosen GPU are rented (all, without a host table)."""
+    table = getattr(ch.space, "node_offered", ())
+    if not table:
+        return np.ones(np.shape(ch.index("gpu")), dtype=bool)
+    return np.asarray(table, dtype=bool)[ch.index("gpu"), ch.index("per_node")]
+
+
 def _check_choice(name: str, values: tuple) -> tuple:
     if not values:
         raise BadInput(f"the {name} axis has no choice left")
@@ -194,10 +202,11 @@ AXES: tuple[Axis, ...] = (
         "per_node",
         choices=lambda pb: PER_NODE,
         plan=lambda ch: {"gpus_per_node": ch.value("per_node")},
-        # whole nodes, of a size the device comes in
+        # whole nodes, of a size the device comes in and some kept provider rents (planner.hosts)
         valid=lambda ch: (
             (ch.value("gpus") % ch.value("per_node") == 0)
             & (ch.value("per_node") <= np.asarray(ch.space.max_per_node)[ch.index("gpu")])
+            & _offered(ch)
         ),
         fields=(
             Field("gpus_per_node", lambda ch, m: ch.value("per_node"), "per node"),

@@ -33,6 +33,8 @@ class Space:
     global_batch: int | None = None  # fixes GPUs x batch (x accumulation): strong scaling
     auto_precision: tuple[int, ...] = ()  # per gpu choice: the precision index "auto" means
     llm: dict | None = None  # the transformer's description when model-parallel axes apply
+    # per gpu choice and PER_NODE size: whether some kept provider rents such nodes (planner.hosts)
+    node_offered: tuple[tuple[bool, ...], ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -106,6 +108,9 @@ def build(problem: Problem) -> Space:
         global_batch=problem.global_batch,
         auto_precision=tuple(int(x) for x in auto_precision(problem.devices)),
         llm=problem.llm,
+        node_offered=tuple(tuple(bool(x) for x in row) for row in problem.hosts.offered())
+        if problem.hosts is not None
+        else (),
     )
 
 

@@ -66,6 +66,9 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "rules": (str,),
     "calibration": (str,),  # a profile file of `planner calibrate -o` (modern rules)
     "data_loader": (str,),  # auto | cpu | dali | none
+    "instance": (str,),  # aws/p4d.24xlarge[,...]: only these instance types (planner.hosts)
+    "cpu_cores_per_gpu": (int, float),  # host CPU cores per GPU
+    "nics": (int,),  # NICs per node at the network's rate
     "conv_algorithm": (str,),
     "exhaustive": (str,),
     # the options of declared search axes (planner.space.axes), e.g. accumulation: "1,2,4"

@@ -1,0 +1,389 @@
+"""Hosts: the instance a plan's GPUs sit in. Its CPU cores decode the training data, its NICs
+carry the traffic between nodes, and its price is what the plan pays.
+
+configs/instances.toml describes the instance types the price table refers to (one row per
+provider's instance, each cited); a price row names its instance in ``host``. For a device and a
+node size, the *offers* are the kept providers' price rows of that device whose instance holds
+that many GPUs (a row whose instance is not described offers every size the device comes in).
+Each provider counts once, at its cheapest offer of that size (of the pricing kind asked, or
+on-demand where that is cheaper or the only one, as :mod:`planner.pricing` does for devices). A
+plan is priced and hosted as the **median-priced offer** (the lower of the two middle ones for
+an even count), so that the price, the cores and the NICs are those of one instance someone
+rents. A device with no price row (owned GPUs, one priced with ``--price``, PALEO's devices)
+sits on the *assumed host* of configs/efficiencies.toml [host.default] (a DGX H100: 14 cores
+per GPU) with one NIC per GPU at ``--network``'s rate, and the answer says so.
+
+Overrides: ``--cpu-cores-per-gpu`` sets the cores of every host, ``--nics`` the NICs per node
+(each at ``--network``'s rate), ``--instance`` keeps only the offers of the instances it names.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import numpy as np
+
+from planner.errors import BadInput, CatalogError
+
+_KEYS = {
+    "id": str,
+    "provider": str,
+    "instance": str,
+    "device": str,
+    "gpus": int,
+    "vcpus": int,
+    "cpu_cores": int,
+    "cpu": str,
+    "host_memory_gib": (int, float),
+    "nics": int,
+    "nic_gbit_s": (int, float),
+    "network": str,
+    "local_nvme_gb": (int, float),
+    "source": str,
+    "date": str,
+    "note": str,
+}
+_REQUIRED = ("id", "provider", "instance", "device", "gpus", "vcpus", "source", "date")
+_DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
+MAX_CORES_PER_GPU = 1024.0  # --cpu-cores-per-gpu bound (a 2-socket host has at most a few hundred)
+MAX_NICS = 1024  # --nics bound per node
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One rentable instance type (configs/instances.toml row)."""
+
+    id: str  # "<provider>/<instance>"
+    provider: str
+    instance: str
+    device: str
+    gpus: int
+    vcpus: int
+    source: str
+    date: str
+    cpu_cores: int | None = None  # physical cores, where the provider states them
+    cpu: str = ""
+    host_memory_gib: float | None = None
+    nics: int | None = None  # NICs for traffic between instances
+    nic_gbit_s: float | None = None  # per NIC
+    network: str = ""
+    local_nvme_gb: float | None = None
+    note: str = ""
+
+    @property
+    def cores(self) -> float:
+        """Physical CPU cores: as stated, else vCPUs / 2 (two hardware threads per core, as the
+        x86 instances of the catalog run them)."""
+        return float(self.cpu_cores) if self.cpu_cores else self.vcpus / 2.0
+
+    @property
+    def node_gbit_s(self) -> float | None:
+        """NIC bandwidth of the instance between nodes, Gbit/s per direction (None: not stated)."""
+        if self.nics is None or self.nic_gbit_s is None:
+            return None
+        return float(self.nics * self.nic_gbit_s)
+
+    def describe(self) -> str:
+        """'aws p4d.24xlarge: 8 x A100_40GB, 96 vCPUs (48 cores), 4 x 100 Gb/s efa'."""
+        cores = f"{self.cpu_cores} cores" if self.cpu_cores else f"~{self.cores:g} cores"
+        nic = (
+            f", {self.nics} x {self.nic_gbit_s:g} Gb/s {self.network}".rstrip()
+            if self.node_gbit_s is not None
+            else ", network not stated"
+        )
+        return (
+            f"{self.provider} {self.instance}: {self.gpus} x {self.device}, {self.vcpus} vCPUs ({cores}){nic}"
+        )
+
+
+def _fail(i: int, e, msg: str) -> CatalogError:
+    name = e.get("id", "?") if isinstance(e, dict) else "?"
+    return CatalogError(f"instances.toml: [[instance]] row {i} ({name}): {msg}")
+
+
+def _check_row(i: int, e, devices) -> None:
+    if not isinstance(e, dict):
+        raise _fail(i, e, "must be a table")
+    unknown = set(e) - set(_KEYS)
+    if unknown:
+        raise _fail(i, e, f"unknown key(s) {', '.join(sorted(unknown))} (valid: {', '.join(_KEYS)})")
+    missing = [k for k in _REQUIRED if k not in e]
+    if missing:
+        raise _fail(i, e, f"lacks {', '.join(missing)}")
+    for k, v in e.items():
+        if not isinstance(v, _KEYS[k]) or isinstance(v, bool):
+            raise _fail(i, e, f"{k} has the wrong type ({type(v).__name__})")
+    if e["device"] not in devices:
+        raise _fail(i, e, f"device '{e['device']}' is not in devices.toml")
+    if e["id"] != f"{e['provider']}/{e['instance']}":
+        raise _fail(i, e, f"id must be '<provider>/<instance>' ({e['provider']}/{e['instance']})")
+    for k in ("gpus", "vcpus", "cpu_cores", "nics", "nic_gbit_s", "host_memory_gib"):
+        if k in e and not 0 < e[k] < float("inf"):
+            raise _fail(i, e, f"{k} must be positive, got {e[k]}")
+    if not _DATE.match(e["date"]):
+        raise _fail(i, e, f"date '{e['date']}' is not YYYY-MM or YYYY-MM-DD")
+
+
+def parse_instances(data: dict, devices) -> dict[str, Instance]:
+    """The validated instances of a parsed instances.toml, by id."""
+    extra = set(data) - {"instance"}
+    if extra:
+        raise CatalogError(f"instances.toml: unknown table(s) {', '.join(sorted(extra))}")
+    rows = data.get("instance", [])
+    if not isinstance(rows, list):
+        raise CatalogError("instances.toml: instance must be an array of tables ([[instance]])")
+    out: dict[str, Instance] = {}
+    for i, e in enumerate(rows, 1):
+        _check_row(i, e, devices)
+        if e["id"] in out:
+            raise _fail(i, e, "repeats an earlier id")
+        out[e["id"]] = Instance(**e)
+    return out
+
+
+@lru_cache(maxsize=1)
+def instances() -> dict[str, Instance]:
+    """Every instance of configs/instances.toml (empty when the file is absent)."""
+    from planner import catalog
+
+    try:
+        data = catalog.read_toml("instances.toml")
+    except CatalogError as exc:
+        if "not found" in str(exc):
+            return {}
+        raise
+    return parse_instances(data, set(catalog.devices()))
+
+
+@dataclass(frozen=True)
+class Host:
+    """Where a plan's GPUs sit, and what it pays: one instance, or the assumed host."""
+
+    instance: Instance | None  # None: the assumed host (no instance described)
+    cpu_cores_per_gpu: float
+    nics: float | None  # NICs per node at --network's rate; None: one per GPU
+    usd_per_gpu_hour: float  # NaN: no price
+    price_source: str
+    offers: int = 0  # providers with an offer of this device and node size
+    cores_given: bool = False  # cores per GPU from --cpu-cores-per-gpu
+
+    @property
+    def id(self) -> str | None:
+        return self.instance.id if self.instance else None
+
+    def describe(self) -> str:
+        """The host in words, for answers."""
+        cores = f"{self.cpu_cores_per_gpu:g} CPU cores per GPU" + (
+            " (--cpu-cores-per-gpu)" if self.cores_given else ""
+        )
+        nets = "one NIC per GPU" if self.nics is None else f"{self.nics:g} NIC(s) per node"
+        if self.instance is None:
+            what = "" if self.cores_given else ", a DGX H100 (efficiencies.toml [host.default])"
+            return f"assumed{what}: {cores}, {nets} at the --network rate"
+        return f"{self.instance.describe()}; {cores}"
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """The user's host options: ``--instance``, ``--cpu-cores-per-gpu``, ``--nics``."""
+
+    instances: tuple[str, ...] = ()
+    cpu_cores_per_gpu: float | None = None
+    nics: int | None = None
+
+
+def parse_overrides(instance: str | None, cores, nics) -> Overrides:
+    """Validate the host options (one-line :class:`BadInput` naming the option and bound)."""
+    ids: tuple[str, ...] = ()
+    if instance is not None and str(instance).strip():
+        known = instances()
+        ids = tuple(dict.fromkeys(s.strip() for s in str(instance).split(",") if s.strip()))
+        bad = [s for s in ids if s not in known]
+        if bad or not ids:
+            raise BadInput(
+                f"--instance '{instance}' names no known instance (see `planner list instances`; "
+                f"e.g. {', '.join(sorted(known)[:3])})"
+            )
+    if cores is not None:
+        c = float(cores)
+        if not 0 < c <= MAX_CORES_PER_GPU:
+            raise BadInput(f"--cpu-cores-per-gpu {cores} must be in (0, {MAX_CORES_PER_GPU:g}]")
+        cores = c
+    if nics is not None and not 1 <= int(nics) <= MAX_NICS:
+        raise BadInput(f"--nics {nics} must be an integer in [1, {MAX_NICS}]")
+    return Overrides(ids, cores, None if nics is None else int(nics))
+
+
+def assumed_cores() -> float:
+    """Cores per GPU of the assumed host ([host.default] of configs/efficiencies.toml)."""
+    from planner import catalog
+
+    return catalog.host_cores_per_gpu()
+
+
+def assumed(usd: float, source: str, over: Overrides) -> Host:
+    """The assumed host at a given price."""
+    cores = over.cpu_cores_per_gpu or assumed_cores()
+    nics = None if over.nics is None else float(over.nics)
+    return Host(None, cores, nics, usd, source, cores_given=over.cpu_cores_per_gpu is not None)
+
+
+def from_instance(inst: Instance, usd: float, source: str, over: Overrides, link_gbit_s: float, offers=1):
+    """The host of an instance: its cores per GPU, and its NIC bandwidth as a count of
+    ``--network`` links (``link_gbit_s`` each), unless overridden."""
+    cores = over.cpu_cores_per_gpu or inst.cores / inst.gpus
+    if over.nics is not None:
+        nics = float(over.nics)
+    elif inst.node_gbit_s is not None:
+        nics = inst.node_gbit_s / link_gbit_s
+    else:
+        nics = None
+    return Host(inst, cores, nics, usd, source, offers, over.cpu_cores_per_gpu is not None)
+
+
+def node_sizes(rows, device: str) -> set[int]:
+    """GPUs per node of the instances the price rows of ``device`` name (empty: none described)."""
+    known = instances()
+    return {known[r.host].gpus for r in rows if r.device == device and getattr(r, "host", "") in known}
+
+
+def price_array(table: list[list[Host]]) -> np.ndarray:
+    """USD per GPU-hour of a host table (devices x node sizes)."""
+    return np.array([[h.usd_per_gpu_hour for h in row] for row in table], dtype=float)
+
+
+def _offers(rows, device: str, n: int, kind: str, keep, over: Overrides, max_per_node: int) -> dict:
+    """{provider: (USD per GPU-hour, row)}: each kept provider's cheapest offer of nodes of ``n``
+    GPUs of ``device`` (of ``kind`` or on-demand), see the module docstring."""
+    known = instances()
+    best: dict = {}
+    for r in rows:
+        if r.device != device or r.pricing not in (kind, "on-demand"):
+            continue
+        if (keep is not None and r.provider not in keep) or (over.instances and r.host not in over.instances):
+            continue
+        inst = known.get(r.host) if r.host else None
+        if (inst.gpus if inst else n) != n or n > max(max_per_node, inst.gpus if inst else 0):
+            continue
+        if r.provider not in best or r.usd_per_gpu_hour < best[r.provider][0]:
+            best[r.provider] = (r.usd_per_gpu_hour, r)
+    return best
+
+
+def choose(
+    rows, device: str, n: int, kind: str, keep, over: Overrides, link_gbit_s: float, max_per_node: int
+):
+    """The host and price of nodes of ``n`` GPUs of ``device``: the median-priced offer (module
+    docstring); None when no kept provider offers that size (or none publishes ``kind`` for it)."""
+    if not any(
+        r.device == device and r.pricing == kind and (keep is None or r.provider in keep) for r in rows
+    ):
+        return None
+    best = _offers(rows, device, n, kind, keep, over, max_per_node)
+    if not best:
+        return None
+    ranked = sorted(best.values(), key=lambda t: (t[0], t[1].provider))
+    usd, row = ranked[(len(ranked) - 1) // 2]
+    what = f"{row.provider} {row.instance} {row.pricing}"
+    if len(ranked) > 1:
+        names = ", ".join(sorted(best))
+        what += f"; the median-priced of {len(ranked)} providers' {n}-GPU offers ({names})"
+    inst = instances().get(row.host) if row.host else None
+    if inst is None:
+        host = assumed(usd, what + "; host not described: assumed", over)
+        return replace(host, offers=len(ranked))
+    return from_instance(inst, usd, what, over, link_gbit_s, len(ranked))
+
+
+@dataclass(frozen=True)
+class HostArrays:
+    """Hosts of the devices of a search (rows) and the node sizes it tries (columns)."""
+
+    sizes: tuple[int, ...]  # GPUs per node of each column
+    table: tuple[tuple[Host | None, ...], ...]  # None: nobody rents nodes of that size
+    devices: tuple[str, ...] = ()  # device key of each row
+    over: Overrides = Overrides()  # the user's host options (reproduced by :meth:`args`)
+
+    def cores(self) -> np.ndarray:
+        """(devices, sizes) host CPU cores per GPU (NaN where not offered)."""
+        return np.array([[h.cpu_cores_per_gpu if h else np.nan for h in row] for row in self.table])
+
+    def nics(self) -> np.ndarray:
+        """(devices, sizes) NICs per node at --network's rate (NaN: one per GPU)."""
+        return np.array([[h.nics if h and h.nics is not None else np.nan for h in row] for row in self.table])
+
+    def usd(self) -> np.ndarray:
+        """(devices, sizes) USD per GPU-hour (NaN: no price or not offered)."""
+        return np.array([[h.usd_per_gpu_hour if h else np.nan for h in row] for row in self.table])
+
+    def offered(self) -> np.ndarray:
+        """(devices, sizes) whether some kept provider rents nodes of that size."""
+        return np.array([[h is not None for h in row] for row in self.table], dtype=bool)
+
+    def column(self, gpus_per_node) -> np.ndarray:
+        """The column of each node size (sizes not in the table take the nearest smaller)."""
+        sizes = np.asarray(self.sizes)
+        return np.clip(np.searchsorted(sizes, np.asarray(gpus_per_node), side="right") - 1, 0, len(sizes) - 1)
+
+    def at(self, g: int, gpus_per_node: int) -> Host | None:
+        """The host of device row ``g`` in nodes of ``gpus_per_node``."""
+        return self.table[g][int(self.column(gpus_per_node))]
+
+    def args(self, g: int, gpus_per_node: int) -> list[str]:
+        """The `planner estimate` options that put a plan on the same host."""
+        host = self.at(g, gpus_per_node)
+        out = [f"--instance {shlex.quote(host.id)}"] if host is not None and host.id else []
+        if self.over.cpu_cores_per_gpu is not None:
+            out.append(f"--cpu-cores-per-gpu {self.over.cpu_cores_per_gpu:g}")
+        if self.over.nics is not None:
+            out.append(f"--nics {self.over.nics}")
+        return out
+
+
+def for_search(
+    gpus, max_per_node, sizes, rows, kind, keep, over: Overrides, link_gbit_s, given: dict
+) -> HostArrays:
+    """The hosts of a search over ``gpus`` (device keys) and node ``sizes``.
+
+    ``given``: {device: (USD per GPU-hour, source)} of owned GPUs and ``--price`` overrides:
+    every size up to the device's node is offered, at that price, on the instance of the
+    median-priced offer of that size where one exists (a ``--price``), else on the assumed host.
+    """
+    table = []
+    for k, cap in zip(gpus, max_per_node, strict=True):
+        row: list[Host | None] = []
+        for n in sizes:
+            host = choose(rows, k, n, kind, keep, over, link_gbit_s, cap)
+            if k in given:
+                usd, src = given[k]
+                owned = src.startswith("owned")
+                if host is None or owned:
+                    host = assumed(usd, src, over) if n <= cap else None
+                else:
+                    host = replace(host, usd_per_gpu_hour=usd, price_source=src)
+            elif host is None and not any(r.device == k for r in rows):
+                host = assumed(np.nan, "no price", over) if n <= cap else None
+            row.append(host)
+        table.append(tuple(row))
+    return HostArrays(tuple(sizes), tuple(table), tuple(gpus), over)
+
+
+def for_estimate(device: str, gpus_per_node: int, link_gbit_s: float, over: Overrides) -> HostArrays:
+    """The host of one estimate: ``--instance``'s (which must hold ``device`` in nodes of
+    ``gpus_per_node``), else the assumed host; ``--cpu-cores-per-gpu`` and ``--nics`` apply."""
+    if over.instances:
+        if len(over.instances) > 1:
+            raise BadInput(f"--instance '{','.join(over.instances)}': estimate takes one instance")
+        inst = instances()[over.instances[0]]
+        if inst.device != device or inst.gpus != gpus_per_node:
+            raise BadInput(
+                f"--instance {inst.id} holds {inst.gpus} x {inst.device}: give --device {inst.device} "
+                f"--gpus-per-node {inst.gpus} (got {device}, {gpus_per_node})"
+            )
+        host = from_instance(inst, np.nan, inst.id, over, link_gbit_s)
+    else:
+        host = assumed(np.nan, "", over)
+    return HostArrays((gpus_per_node,), ((host,),), (device,), over)

@@ -1,0 +1,120 @@
+"""Data loaders per GPU and host: how many samples per second feed each GPU of a plan, and what
+decoding costs the GPU itself.
+
+- ``cpu``: JPEG decoding on the host's cores: configs/efficiencies.toml [loader.cpu_jpeg]
+  (samples/s per core) x the plan's host cores per GPU (planner.hosts: the instance's, or the
+  assumed host's, or ``--cpu-cores-per-gpu``).
+- ``dali``: decoding on the GPU. A GPU with a hardware JPEG decoder (devices.toml
+  ``jpeg_decoders`` > 0: A100, H100 and later) runs at [loader.gpu_dali] (an A100 figure, not
+  credited with the later GPUs' extra decoder engines) and the decoding is off the SMs. An NVIDIA
+  GPU without one (or one the catalog cites none for: the conservative reading) decodes on its SMs: [loader.gpu_dali_sm] scaled by its FP32 peak over the
+  A100's, and that time is charged to every step. DALI is CUDA-only: other vendors' GPUs read
+  their data through the ``cpu`` loader, and the answer says so.
+- ``none``: data already decoded (synthetic or in memory): no bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from planner import catalog
+
+A100_FP32_FLOPS = 19.5e12  # NVIDIA A100 datasheet: 19.5 TFLOPS FP32 (devices.toml A100_40GB)
+# How far a loader's rate may be off: the log spread (sample standard deviation of ln) of the
+# published per-core JPEG training-pipeline rates configs/efficiencies.toml [loader.cpu_jpeg]
+# lists: 80 (OpenCV decode + resize), 182 (tf.data, the one used), 250 (PyTorch DataLoader with
+# Pillow-SIMD, a lower bound) and 326 (FFCV: 31,278 img/s on 96 vCPUs) images/s per core.
+RATE_SD_LOG = float(np.std(np.log([80.0, 182.0, 250.0, 326.0]), ddof=1))
+
+
+def _device_info(key: str) -> tuple[bool, int | None, float]:
+    """(NVIDIA?, hardware JPEG decoders or None when the catalog does not say, FP32 FLOP/s)."""
+    info = catalog.device(key)
+    decoders = info.raw.get("jpeg_decoders")
+    fp32 = float(info.device.peak_flops.get("fp32", np.nan))
+    return info.vendor.lower() == "nvidia", None if decoders is None else int(decoders), fp32
+
+
+def device_mode(loader: str, key: str) -> str:
+    """What a device's loader is: cpu | dali-hw (hardware decoder) | dali-sm (on the SMs) | none."""
+    if loader in ("none", "auto"):
+        return "none"
+    if loader == "cpu":
+        return "cpu"
+    nvidia, decoders, _ = _device_info(key)
+    if not nvidia:
+        return "cpu"
+    return "dali-hw" if decoders else "dali-sm"
+
+
+def _cpu_per_core() -> float:
+    return catalog.loader_rates()["cpu_jpeg"]["samples_per_s_per_core"]
+
+
+def _sm_rate(key: str) -> float:
+    """Images/s one GPU decodes on its SMs (the A100 figure scaled by FP32 peak)."""
+    _, _, fp32 = _device_info(key)
+    return catalog.loader_rates()["gpu_dali_sm"]["samples_per_s_per_gpu"] * fp32 / A100_FP32_FLOPS
+
+
+def _cores(hosts, device, gpus_per_node) -> np.ndarray:
+    if hosts is None:
+        return np.full(np.shape(device), catalog.host_cores_per_gpu())
+    cores = hosts.cores()[device, hosts.column(gpus_per_node)]
+    return np.where(np.isfinite(cores), cores, catalog.host_cores_per_gpu())
+
+
+def per_plan(loader: str, hosts, device, gpus_per_node) -> tuple[np.ndarray, np.ndarray]:
+    """(samples/s per GPU, GPU seconds per sample spent decoding) of plans on device rows
+    ``device`` (of ``hosts.devices``) in nodes of ``gpus_per_node``."""
+    device = np.asarray(device)
+    rate = np.full(device.shape, np.inf)
+    decode = np.zeros(device.shape)
+    if loader not in ("cpu", "dali"):
+        return rate, decode
+    cpu = _cpu_per_core() * _cores(hosts, device, gpus_per_node)
+    if loader == "cpu" or hosts is None or not hosts.devices:
+        if loader == "cpu":
+            return cpu, decode
+        return np.full(device.shape, catalog.loader_rates()["gpu_dali"]["samples_per_s_per_gpu"]), decode
+    hw = catalog.loader_rates()["gpu_dali"]["samples_per_s_per_gpu"]
+    for g, key in enumerate(hosts.devices):
+        mine = device == g
+        mode = device_mode(loader, key)
+        if mode == "cpu":
+            rate[mine] = cpu[mine]
+        elif mode == "dali-hw":
+            rate[mine] = hw
+        else:  # on the SMs: no separate bound, its time is on the GPU
+            decode[mine] = 1.0 / _sm_rate(key)
+    return rate, decode
+
+
+def describe(loader: str, hosts, g: int, gpus_per_node: int) -> dict:
+    """Record fields: the loader a plan on device row ``g`` uses, its rate per GPU and why."""
+    if loader not in ("cpu", "dali"):
+        return {"loader": "none (data already decoded)"}
+    key = hosts.devices[g] if hosts is not None and hosts.devices else None
+    mode = "cpu" if loader == "cpu" else (device_mode(loader, key) if key else "dali-hw")
+    rate, decode = per_plan(loader, hosts, np.array([g]), np.array([gpus_per_node]))
+    if mode == "cpu":
+        cores = float(_cores(hosts, np.array([g]), np.array([gpus_per_node]))[0])
+        why = f"JPEG decoding on {cores:g} host cores per GPU x {_cpu_per_core():g} images/s per core"
+        if loader == "dali":
+            why += " (DALI is CUDA-only: this GPU's data is decoded on the CPU)"
+        return {"loader": why, "loader_samples_s_per_gpu": float(rate[0])}
+    if mode == "dali-hw":
+        return {
+            "loader": "DALI on the GPU's hardware JPEG decoder (the A100's measured rate)",
+            "loader_samples_s_per_gpu": float(rate[0]),
+        }
+    why = (
+        "no hardware JPEG decoder"
+        if _device_info(key)[1] == 0
+        else "no hardware JPEG decoder cited in the catalog"
+    )
+    return {
+        "loader": f"DALI decoding on the SMs ({why}): {decode[0] * 1e6:.0f} us of GPU time per image, charged "
+        "to the step",
+        "loader_samples_s_per_gpu": float(1.0 / decode[0]),
+    }
