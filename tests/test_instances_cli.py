@@ -26,7 +26,9 @@ def _best(capsys, tmp_path, *args) -> dict:
 
 
 def test_main_job_names_its_instance_host_and_loader(capsys, tmp_path):
-    code, out, _ = _run(capsys, tmp_path, "optimize", "alexnet", "--budget", "16gpus", "--out", str(tmp_path / "r"))
+    code, out, _ = _run(
+        capsys, tmp_path, "optimize", "alexnet", "--budget", "16gpus", "--out", str(tmp_path / "r")
+    )
     assert code == 0
     assert "  price $" in out and "  host: " in out and "  data loader: " in out
     best = _best(capsys, tmp_path, "alexnet", "--budget", "16gpus")
@@ -73,7 +75,9 @@ def test_dali_never_recommends_an_amd_gpu(capsys, tmp_path):
     best = _best(capsys, tmp_path, "resnet50", "--budget", "64gpus", "--data-loader", "dali")
     assert catalog.device(best["gpu"]).vendor.lower() == "nvidia"
     # an AMD GPU asked for explicitly reads its data through the host's cores, and says so
-    amd = _best(capsys, tmp_path, "resnet50", "--budget", "64gpus", "--data-loader", "dali", "--gpu", "MI300X")
+    amd = _best(
+        capsys, tmp_path, "resnet50", "--budget", "64gpus", "--data-loader", "dali", "--gpu", "MI300X"
+    )
     assert "CUDA-only" in amd["loader"]
 
 

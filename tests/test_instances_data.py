@@ -51,7 +51,9 @@ def test_row_keys_types_and_values(row):
     assert not set(row) - set(schema), f"unknown keys {set(row) - set(schema)}"
     for k, v in row.items():
         assert isinstance(v, schema[k]) and not isinstance(v, bool), f"{k} has type {type(v).__name__}"
-    assert row["id"] == f"{row['provider']}/{row['instance']}"
+    # shell-safe: a Reproduce line with --instance needs no quoting
+    assert row["id"].split("/", 1)[0] == row["provider"]
+    assert re.fullmatch(r"[a-z0-9-]+/[A-Za-z0-9._-]+", row["id"])
     assert re.fullmatch(r"[a-z0-9][a-z0-9-]*", row["provider"])
     assert row["device"] in DEVICES, f"device {row['device']} not in devices.toml"
     for k in ("gpus", "vcpus", "cpu_cores", "host_memory_gib", "nics", "nic_gbit_s"):

@@ -90,6 +90,8 @@ def _estimate_of(best: dict, req: OptimizeRequest) -> dict:
             rules=req.rules,
             optimizer=req.optimizer,
             calibration=req.calibration,
+            instance=best.get("instance"),  # the host: its cores feed the loader, its NICs the sync
+            data_loader=req.data_loader,
         )
     )
     assert len(rec) == 1
@@ -110,7 +112,7 @@ def test_best_plan_equals_estimate(net, extra):
 
 def test_hybrid_plan_equals_estimate():
     """A hybrid split found by the optimizer re-evaluates identically through `estimate`."""
-    req = OptimizeRequest("vgg16", budget=("16gpus",), gpu="T4", optimizer="adam")
+    req = OptimizeRequest("vgg16", budget=("16gpus",), gpu="T4", optimizer="adam", data_loader="none")
     r = optimize(req)
     plans = [r.best] + r.alternatives
     hybrid = [p for p in plans if p["parallel"] == "hybrid"]
@@ -142,9 +144,9 @@ def test_json_output_contract(capsys, tmp_path):
         assert key in best, key
     assert best["gpus"] <= 16 and best["global_batch"] == best["gpus"] * best["batch_per_worker"]
     s = data["search"]
-    # the main job's space (47,568 valid plans) is enumerated outright: no sampler, no trials
+    # the main job's space (37,920 valid plans: node sizes no provider rents are not plans) is enumerated outright: no sampler, no trials
     assert s["method"] == "enumeration" and s["sampler"] is None and s["seed"] == 0 and s["trials"] == 0
-    assert s["valid_plans"] == s["exhaustive_plans"] == 47_568 and s["evaluated_plans"] >= 47_568
+    assert s["valid_plans"] == s["exhaustive_plans"] == 37_920 and s["evaluated_plans"] >= 37_920
     assert s["gap"] == 0.0 and math.isclose(best["objective"], s["exhaustive_optimum"], rel_tol=1e-12)
     saved = json.loads((tmp_path / "run" / "run.json").read_text())
     assert saved["best"] == best and saved["request"]["seed"] == 0 and "versions" in saved
@@ -155,7 +157,8 @@ def test_time_objective_is_epochs_times_iterations():
     b = r.best
     iters = 2 * math.ceil(100_000 / b["global_batch"])
     assert math.isclose(b["time_to_train_s"], iters * b["iteration_ms"] / 1e3, rel_tol=1e-12)
-    price = catalog.device(b["gpu"]).price_usd_per_hour
+    price = b["usd_per_gpu_hour"]  # the offer of its GPU and node size (planner.hosts)
+    assert price in {r.usd_per_gpu_hour for r in catalog.price_rows() if r.device == b["gpu"]}
     assert math.isclose(b["cost_usd"], b["time_to_train_s"] / 3600 * b["gpus"] * price, rel_tol=1e-12)
 
 
@@ -310,7 +313,7 @@ def test_table_output_explains(capsys, tmp_path):
     assert main(["optimize", "alexnet", "--budget", "16gpus", "--out", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "Best plan for alexnet" in out and "Why it wins:" in out and "Reproduce: planner estimate" in out
-    assert "Search: exhaustive: every one of the 47,568 valid plans" in out and "exact optimum" in out
+    assert "Search: exhaustive: every one of the 37,920 valid plans" in out and "exact optimum" in out
     assert (tmp_path / "r" / "run.json").is_file()
 
 

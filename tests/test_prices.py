@@ -14,6 +14,7 @@ from planner.cli import main
 from planner.errors import BadInput, CatalogError
 from planner.pricing import PriceRow, choose, is_old
 from planner.request.optimize import OptimizeRequest, validate
+from planner.space.declare import PER_NODE
 
 
 def _clear():
@@ -148,37 +149,46 @@ def test_provider_filter_restricts_devices_and_prices():
     rows = catalog.price_rows()
     offered = {r.device for r in rows if r.provider in ("aws", "lambda") and r.pricing == "on-demand"}
     assert set(prob.gpus) == {k for k in offered if not catalog.device(k).paleo}
-    i = prob.gpus.index("H100_SXM")
-    assert prob.prices[i] == pytest.approx((55.04 / 8 + 3.99) / 2)  # aws p5 and lambda
-    assert prob.price_sources[i] == "median on-demand of 2 providers (aws, lambda)"
+    i, eight, one = prob.gpus.index("H100_SXM"), PER_NODE.index(8), PER_NODE.index(1)
+    # 8-GPU nodes: aws p5.48xlarge 55.04 / 8 = 6.88 and lambda's 8x H100 at 3.99 per GPU; the
+    # lower of the two middle offers prices the plan, and its instance is the host
+    assert prob.prices[i, eight] == pytest.approx(3.99)
+    assert prob.price_sources[i][eight] == (
+        "lambda per GPU (8x H100 SXM instance) on-demand; the median-priced of 2 providers' 8-GPU offers (aws, lambda)"
+    )
+    assert prob.hosts.at(i, 8).id == "lambda/8x-NVIDIA-H100-SXM"
+    assert np.isnan(prob.prices[i, one]) and not prob.hosts.offered()[i, one]  # neither rents 1 H100
     j = prob.gpus.index("T4")
-    assert (prob.prices[j], prob.price_sources[j]) == (0.526, "aws on-demand")
+    assert (prob.prices[j, one], prob.price_sources[j][one]) == (0.526, "aws g4dn.xlarge on-demand")
+    assert not prob.hosts.offered()[j, eight]  # aws's T4 instance holds one GPU
     assert "MI300X" not in prob.gpus and "H200" not in prob.gpus  # neither aws nor lambda rents them
 
 
 def test_spot_pricing_and_price_override():
     prob = validate(OptimizeRequest("alexnet", pricing="spot", prices=("MI300X=1.0",), gpu="H100_SXM,MI300X"))
-    # H100 spot over the eight on-demand providers, each at its cheapest spot-or-on-demand rate: gcp
-    # spot min(a3-highgpu-1g 6.571, a3-highgpu-8g 50.6095408 / 8 = 6.3261926), coreweave spot
-    # 19.71 / 8 = 2.46375; on-demand aws 55.04 / 8 = 6.88, azure 12.29, lambda 3.99, runpod 3.99,
-    # crusoe 3.90, hyperstack 3.20. Sorted, the middle two are 3.99 and 3.99.
-    assert prob.prices[0] == pytest.approx(3.99)
-    assert prob.price_sources == (
-        "median of 8 providers (spot: coreweave, gcp; on-demand where no cheaper spot rate is "
-        "published: aws, azure, crusoe, hyperstack, lambda, runpod)",
-        "your --price",
+    eight, one = PER_NODE.index(8), PER_NODE.index(1)
+    # 8-GPU H100 nodes, each provider at its cheapest spot-or-on-demand offer of that size: coreweave
+    # spot 19.71 / 8 = 2.46375, hyperstack 3.20, crusoe 3.90, lambda 3.99, runpod 3.99, gcp spot
+    # a3-highgpu-8g 6.3262, aws p5 6.88, azure 12.29: the lower middle one of eight is lambda's 3.99
+    assert prob.prices[0, eight] == pytest.approx(3.99)
+    assert prob.price_sources[0][eight].startswith(
+        "lambda per GPU (8x H100 SXM instance) on-demand; the median-priced of 8"
     )
-    assert prob.prices[1] == 1.0
+    # one-GPU nodes: coreweave rents 8-GPU nodes, aws, azure and lambda 8-GPU instances; gcp's
+    # a3-highgpu-1g spot 6.571 and the per-GPU quotes (hyperstack 3.20, crusoe 3.90, runpod 3.99)
+    assert prob.prices[0, one] == pytest.approx(3.90)
+    assert prob.price_sources[1] == ("your --price",) * len(PER_NODE)
+    assert (prob.prices[1] == 1.0).all()
     gcp_coreweave = validate(
         OptimizeRequest("alexnet", pricing="spot", provider="gcp,coreweave", gpu="H100_SXM")
     )
-    assert gcp_coreweave.prices[0] == pytest.approx((50.6095408 / 8 + 19.71 / 8) / 2)
-    assert gcp_coreweave.price_sources == ("median spot of 2 providers (coreweave, gcp)",)
+    assert gcp_coreweave.prices[0, eight] == pytest.approx(19.71 / 8)  # the lower of 2.46 and 6.33
+    assert gcp_coreweave.prices[0, one] == pytest.approx(6.571)  # only gcp rents one H100
     default = validate(OptimizeRequest("alexnet", pricing="spot"))
     spot = {r.device for r in catalog.price_rows() if r.pricing == "spot"}
     assert set(default.gpus) == {k for k in spot if not catalog.device(k).paleo}  # those with spot rows
     assert len(default.gpus) == 8 and {"L4", "A100_40GB", "MI300X", "RTX_A6000"} <= set(default.gpus)
-    assert not np.isnan(default.prices).any()
+    assert not np.isnan(default.prices[default.hosts.offered()]).any()
 
 
 def test_pricing_names():
@@ -207,10 +217,16 @@ def test_bad_provider_or_pricing_is_one_line_exit_2(capsys, tmp_path, argv, frag
 
 
 def test_optimize_answer_says_which_price_it_used(capsys, tmp_path):
-    code = main(["optimize", "alexnet", "--budget", "4gpus", "--gpu", "H100_SXM", "--provider", "aws"])
+    code = main(["optimize", "alexnet", "--budget", "8gpus", "--gpu", "H100_SXM", "--provider", "aws"])
     out, _ = capsys.readouterr()
     assert code == 0
-    assert "price $6.88 per GPU-hour (aws on-demand)" in out
+    assert "price $6.88 per GPU-hour (aws p5.48xlarge on-demand)" in out
+    assert "host: aws p5.48xlarge: 8 x H100_SXM, 192 vCPUs" in out
+    # aws rents H100s eight to an instance: four of them fill no node
+    code = main(["optimize", "alexnet", "--budget", "4gpus", "--gpu", "H100_SXM", "--provider", "aws"])
+    _, err = capsys.readouterr()
+    assert code == 1 and "no GPU count searched (up to 4) fills whole nodes" in err
+    assert "H100_SXM in nodes of 8" in err
 
 
 # ---- planner list prices -----------------------------------------------------------------------
@@ -258,9 +274,13 @@ def test_default_pricing_puts_several_gpu_types_on_the_alexnet_front():
     )
     gpus = {p["gpu"] for p in data["front"]}
     assert len(gpus) >= 2, gpus
+    rows = catalog.price_rows()
     for p in data["front"]:
-        assert p["usd_per_gpu_hour"] == pytest.approx(catalog.prices()[p["gpu"]].usd_per_gpu_hour)
-        assert p["price_source"] == catalog.prices()[p["gpu"]].source
+        # each plan pays an offer of its GPU at its node size: a price some provider charges
+        offers = {
+            round(r.usd_per_gpu_hour, 6) for r in rows if r.device == p["gpu"] and r.pricing == "on-demand"
+        }
+        assert round(p["usd_per_gpu_hour"], 6) in offers, p
         assert f"{p['gpu']} ${p['usd_per_gpu_hour']:,.2f}/GPU-h ({p['price_source']})" in files["report.md"]
 
 
@@ -336,23 +356,25 @@ def test_gcp_reserved_rows_are_the_files_month_over_730_hours():
 def test_reserved_gcp_picks_the_one_year_row():
     """H100 a3-highgpu-8g, us-central1: month_1y 44810.08066464 and month_3y 28370.99821392 USD for
     8 GPUs (a3-highgpu-1g gives the same per GPU: 5601.26008308 and 3546.37477674)."""
-    one = validate(OptimizeRequest("alexnet", pricing="reserved", provider="gcp", gpu="H100_SXM"))
-    assert one.prices[0] == pytest.approx(44810.08066464 / 730 / 8, rel=1e-6)  # 7.6730 per GPU-hour
-    assert one.price_sources == ("gcp reserved-1y",)
+    eight, one = PER_NODE.index(8), PER_NODE.index(1)
+    rate = validate(OptimizeRequest("alexnet", pricing="reserved", provider="gcp", gpu="H100_SXM"))
+    assert rate.prices[0, eight] == pytest.approx(44810.08066464 / 730 / 8, rel=1e-6)  # 7.6730 per GPU-hour
+    assert rate.price_sources[0][eight] == "gcp a3-highgpu-8g reserved-1y"
+    assert rate.price_sources[0][one] == "gcp a3-highgpu-1g reserved-1y"
     three = validate(OptimizeRequest("alexnet", pricing="reserved-3y", provider="gcp", gpu="H100_SXM"))
-    assert three.prices[0] == pytest.approx(28370.99821392 / 730 / 8, rel=1e-6)  # 4.8580
-    assert three.price_sources == ("gcp reserved-3y",)
+    assert three.prices[0, eight] == pytest.approx(28370.99821392 / 730 / 8, rel=1e-6)  # 4.8580
     default = validate(OptimizeRequest("alexnet", pricing="reserved"))
     assert set(default.gpus) == {"L4", "A100_40GB", "H100_SXM"}
-    # L4: gcp g2-standard-4 325.07215214 / 730 = 0.44530 beats g2-standard-96 3680.73156336 / 730 / 8;
-    # aws publishes no reserved rate, so it counts at its g6.xlarge on-demand 0.8048: median of the two
+    # one-GPU L4 nodes: gcp g2-standard-4 reserved 325.07215214 / 730 = 0.44530 and aws g6.xlarge at
+    # its on-demand 0.8048 (aws publishes no reserved rate): the lower middle offer is gcp's
     l4 = default.gpus.index("L4")
-    assert default.prices[l4] == pytest.approx((325.07215214 / 730 + 0.8048) / 2, rel=1e-6)
-    # H100: gcp's 1-year rate (7.6730) is above the eight-provider on-demand median, so the reserved
-    # median equals the on-demand one ((3.99 + 6.155) / 2) instead of exceeding it
+    assert default.prices[l4, one] == pytest.approx(325.07215214 / 730, rel=1e-6)
+    assert default.hosts.at(l4, 1).id == "gcp/g2-standard-4"
+    # H100 8-GPU nodes: gcp's 1-year rate (7.6730) sits among the other providers' on-demand
+    # offers, so a reserved price never reads dearer than the on-demand one of the same size
     h100 = default.gpus.index("H100_SXM")
-    assert default.prices[h100] == pytest.approx((3.99 + 49.24 / 8) / 2)
-    assert default.prices[h100] == pytest.approx(catalog.prices()["H100_SXM"].usd_per_gpu_hour)
+    on_demand = validate(OptimizeRequest("alexnet", gpu="H100_SXM"))
+    assert default.prices[h100, eight] <= on_demand.prices[0, eight]
 
 
 def test_optimize_with_reserved_pricing_runs_and_names_the_price(capsys, tmp_path):
@@ -362,7 +384,7 @@ def test_optimize_with_reserved_pricing_runs_and_names_the_price(capsys, tmp_pat
     )
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert "per GPU-hour (gcp reserved-3y)" in out
+    assert "reserved-3y)" in out and "per GPU-hour (gcp " in out
 
 
 def test_devices_priced_since_2026_11():

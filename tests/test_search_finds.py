@@ -124,7 +124,8 @@ def test_issue_deadline_requests_answer_the_optimum(kw):
     s = r.search
     assert s["gap"] == 0.0, s
     default = optimize(OptimizeRequest(**kw))
-    assert math.isclose(default.best["objective"], s["exhaustive_optimum"], rel_tol=1e-12)
+    # the optimum, or a plan within the ranking's 0.5% tie that the tie rule prefers (faster for cost)
+    assert s["exhaustive_optimum"] <= default.best["objective"] <= s["exhaustive_optimum"] * 1.005
     assert default.best["time_to_train_s"] <= 120 * 86400
 
 

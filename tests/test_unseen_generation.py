@@ -52,8 +52,16 @@ def test_an_uncalibrated_answer_is_not_sure(capsys, tmp_path, monkeypatch):
 
 def test_a_deadline_met_only_at_the_prediction_is_called_a_risk(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["optimize", "alexnet", "--budget", "16gpus", "--deadline", "50m"]) == 0
+    assert main(["optimize", "alexnet", "--budget", "16gpus", "--format", "json"]) == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    # a deadline between the prediction and the upper end of its 80% interval
+    minutes = round((best["time_to_train_s"] + best["time_to_train_s_range"][1]) / 2 / 60, 1)
+    assert best["time_to_train_s"] < minutes * 60 < best["time_to_train_s_range"][1]
+    assert main(["optimize", "alexnet", "--budget", "16gpus", "--deadline", f"{minutes}m"]) == 0
     out = capsys.readouterr().out
-    assert "Risk: it meets the deadline (50.0 min) at the prediction, but its 80% interval reaches" in out
+    assert (
+        f"Risk: it meets the deadline ({minutes:.1f} min) at the prediction, but its 80% interval reaches"
+        in out
+    )
     assert main(["optimize", "alexnet", "--budget", "16gpus", "--deadline", "10h"]) == 0
     assert "Risk:" not in capsys.readouterr().out

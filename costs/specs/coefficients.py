@@ -80,7 +80,9 @@ class NetCosts:
         PALEO's rules count every output (:attr:`act_before`); the modern rules count these."""
         view = np.array(
             [
-                s.type == "Reshape" and len(s.in_shapes) == 1 and np.prod(s.in_shapes[0]) == np.prod(s.out_shape)
+                s.type == "Reshape"
+                and len(s.in_shapes) == 1
+                and np.prod(s.in_shapes[0]) == np.prod(s.out_shape)
                 for s in self.net.layers
             ],
             dtype=bool,

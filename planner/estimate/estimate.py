@@ -86,10 +86,10 @@ def estimate(req: EstimateRequest) -> list[dict]:
 
 def estimate_host(req: EstimateRequest, net_info):
     """The host of the estimate's plans (planner.hosts): --instance's, or the assumed one."""
-    from planner import hosts
+    from planner import host_table, hosts
 
     over = hosts.parse_overrides(req.instance, req.cpu_cores_per_gpu, req.nics)
-    return hosts.for_estimate(req.device, req.gpus_per_node, net_info.link.bandwidth * 8 / 1e9, over)
+    return host_table.for_estimate(req.device, req.gpus_per_node, net_info.link.bandwidth * 8 / 1e9, over)
 
 
 def check_stack(req: EstimateRequest, model: CostModel) -> None:

@@ -9,6 +9,11 @@ def _pct(x: float) -> str:
     return f"{x:.0%}" if abs(x) >= 0.095 else f"{x:.1%}"
 
 
+def _more(x: float, base: float) -> str:
+    """'25% more' than ``base``, or that ``base`` costs nothing (owned GPUs at no marginal price)."""
+    return f"{_pct(x / base - 1)} more" if base > 0 else "more than the front's $0"
+
+
 def _signed(x: float) -> str:
     return f"{x:+.0%}" if abs(x) >= 0.095 else f"{x:+.1%}"
 
@@ -30,7 +35,7 @@ def dominance(front: list[dict], rivals: list[dict]) -> str:
         f"${fast['cost_usd']:,.2f} and its cheapest costs ${cheap['cost_usd']:,.2f}, while the next type, "
         f"{r['gpu']}, takes at best {duration(r['fast_s'])} "
         f"({_pct(r['fast_s'] / fast['time_to_train_s'] - 1)} longer, for ${r['fast_usd']:,.2f}) and costs "
-        f"at least ${r['cheap_usd']:,.2f} ({_pct(r['cheap_usd'] / cheap['cost_usd'] - 1)} more per sample "
+        f"at least ${r['cheap_usd']:,.2f} ({_more(r['cheap_usd'], cheap['cost_usd'])} per sample "
         f"trained); so every {r['gpu']} plan is matched or beaten on both time and cost by one on {gpu}."
     )
 
@@ -43,13 +48,17 @@ def off_front(front: list[dict], rivals: list[dict]) -> list[str]:
         q = min(front, key=lambda p: abs(p["time_to_train_s"] - r["fast_s"]))
         where = f" on {r['fast_instance']}" if r.get("fast_instance") else " on an assumed host"
         share = r.get("fast_input_share", 0.0)
-        loader = f"; its data loader binds ({_pct(share)} of its iteration waits on it)" if share >= 0.005 else ""
+        loader = (
+            f"; its data loader binds ({_pct(share)} of its iteration waits on it)" if share >= 0.005 else ""
+        )
         dt = r["fast_s"] / q["time_to_train_s"] - 1
-        dc = r["fast_usd"] / q["cost_usd"] - 1 if q.get("cost_usd") else float("nan")
+        money = (
+            f"{_signed(r['fast_usd'] / q['cost_usd'] - 1)} money" if q.get("cost_usd") else "money against $0"
+        )
         out.append(
             f"{r['gpu']} is off the front: its fastest plan, {r.get('fast_gpus', '?')} GPUs{where}, takes "
             f"{duration(r['fast_s'])} for ${r['fast_usd']:,.2f}, against {q.get('label', 'the front')}'s "
-            f"{duration(q['time_to_train_s'])} for ${q['cost_usd']:,.2f} ({_signed(dt)} time, {_signed(dc)} money)"
+            f"{duration(q['time_to_train_s'])} for ${q['cost_usd']:,.2f} ({_signed(dt)} time, {money})"
             f"{loader}."
         )
     return out

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 
 def _price_text(front: list[dict]) -> str:
-    """The price per GPU-hour of each GPU type on the front and where it comes from."""
+    """The price per GPU-hour of each GPU type and node size on the front and where it comes from
+    (a node size is priced by the instance that rents it: planner.hosts)."""
     seen = {}
     for p in front:
-        if p.get("usd_per_gpu_hour") is not None and p["gpu"] not in seen:
-            seen[p["gpu"]] = (
-                f"{p['gpu']} ${p['usd_per_gpu_hour']:,.2f}/GPU-h ({p.get('price_source') or 'given'})"
-            )
+        key = (p["gpu"], p.get("price_source"))
+        if p.get("usd_per_gpu_hour") is not None and key not in seen:
+            seen[key] = f"{p['gpu']} ${p['usd_per_gpu_hour']:,.2f}/GPU-h ({p.get('price_source') or 'given'})"
     return "; ".join(seen.values())
 
 

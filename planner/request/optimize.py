@@ -14,7 +14,7 @@ import numpy as np
 
 from costs.hardware import PRECISIONS
 from costs.llm.evaluator import description
-from planner import catalog, hosts
+from planner import catalog
 from planner.energy import Energy, with_options
 from planner.errors import BadInput
 from planner.metrics.limits import Limits
@@ -22,7 +22,7 @@ from planner.metrics.model import CostModel, loader_for
 from planner.metrics.objectives import OBJECTIVES
 from planner.request import defaults
 from planner.request.parse import memory_fraction, parse_budgets, parse_duration
-from planner.request.prices import given_prices, host_arrays, instance_devices, price_columns, price_table
+from planner.request.prices import for_instances, given_prices, host_arrays, price_columns, price_table
 from planner.request.tokens import Tokens, llm_global_batch, llm_tokens, spec_seq_len
 
 # A spec without a "training" section trains like the ImageNet nets of the zoo: 90 epochs
@@ -283,10 +283,7 @@ def validate(req: OptimizeRequest) -> Problem:
     table, what = price_table(req)
     priced = {**prices, **{k: usd for k, (_, usd) in owned.items()}}
     gpus = select_gpus(req.gpu, priced, "cost" in objectives or max_usd is not None, table)
-    over = hosts.parse_overrides(req.instance, req.cpu_cores_per_gpu, req.nics)
-    if over.instances:
-        gpus = [k for k in gpus if k in instance_devices(over)]
-        what += f" for --instance {req.instance}" + (f" and --gpu {req.gpu}" if req.gpu else "")
+    over, gpus, what = for_instances(req, gpus, what)
     if not gpus:
         raise BadInput(f"no device has a {what} in prices.toml (see `planner list prices`)")
     net_info = catalog.network(req.network)

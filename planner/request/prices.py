@@ -1,21 +1,16 @@
 """What a search's plans pay and where they run: the price of each device (``--provider``,
 ``--pricing``, ``--price``, ``--owned``) and the host of each device and node size
-(:mod:`planner.hosts`: ``--instance``, ``--cpu-cores-per-gpu``, ``--nics``)."""
+(:mod:`planner.hosts`: ``--instance``, ``--cpu-cores-per-gpu``, ``--nics``). ``req`` is an
+:class:`~planner.request.optimize.OptimizeRequest` (not imported: it imports this module)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from planner import catalog, hosts, pricing
-from planner.space.declare import PER_NODE
-
-if TYPE_CHECKING:
-    from planner.request.optimize import OptimizeRequest
+from planner import catalog, host_table, hosts, pricing
 
 
-def price_table(req: OptimizeRequest) -> tuple[dict, str]:
+def price_table(req) -> tuple[dict, str]:
     """The chosen price of each device (planner.pricing.Price) under --provider and --pricing, and
     those options in words (for errors)."""
     rows = catalog.price_rows()
@@ -52,17 +47,26 @@ def instance_devices(over: hosts.Overrides) -> set[str]:
     return {known[i].device for i in over.instances}
 
 
-def host_arrays(req: OptimizeRequest, gpus, infos, net_info, given: dict, over: hosts.Overrides):
+def for_instances(req, gpus: list[str], what: str) -> tuple[hosts.Overrides, list[str], str]:
+    """The host options, the devices left under ``--instance`` and the offer in words (errors)."""
+    over = hosts.parse_overrides(req.instance, req.cpu_cores_per_gpu, req.nics)
+    if not over.instances:
+        return over, gpus, what
+    kept = [k for k in gpus if k in instance_devices(over)]
+    return over, kept, what + f" for --instance {req.instance}" + (f" and --gpu {req.gpu}" if req.gpu else "")
+
+
+def host_arrays(req, gpus, infos, net_info, given: dict, over: hosts.Overrides):
     """The hosts (and so the prices) of every device of the search and node size it tries."""
     rows = catalog.price_rows()
     keep = pricing.parse_providers(req.provider, rows)
     kind = pricing.parse_pricing(req.pricing)
     link_gbit_s = net_info.link.bandwidth * 8 / 1e9
     caps = [i.device.max_per_node for i in infos]
-    return hosts.for_search(gpus, caps, PER_NODE, rows, kind, keep, over, link_gbit_s, given)
+    return host_table.for_search(gpus, caps, hosts.NODE_SIZES, rows, kind, keep, over, link_gbit_s, given)
 
 
-def price_columns(table: hosts.HostArrays) -> tuple[np.ndarray, tuple[tuple[str, ...], ...]]:
+def price_columns(table: host_table.HostArrays) -> tuple[np.ndarray, tuple[tuple[str, ...], ...]]:
     """(devices, node sizes) USD per GPU-hour (NaN when unknown or not offered) and sources."""
     src = tuple(tuple(h.price_source if h else "not offered" for h in row) for row in table.table)
     return table.usd(), src

@@ -57,10 +57,7 @@ def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: 
     it, comm, stall = m["iteration_s"], m["comm_s"], m["input_s"]
     compute = it - comm - stall
     # the data loader's bound holds for every plan, binding or not: samples per GPU / its rate
-    rate, _ = model.loader_rates(pool.cols["gpu"][order], m["per_node"])
-    floor = m["global_batch"] / m["gpus"] / rate
-    # the loader's rate is one cited figure of known spread (planner.loaders.RATE_SD_LOG)
-    sd_loader = RATE_SD_LOG if np.isfinite(rate).any() else 0.0
+    floor, sd_loader = _loader_floor(model, pool.cols["gpu"][order], m)
     prec = np.array([PRECISIONS.index(p) for p in m["precision_name"]])
     group = pool.cols["gpu"][order] * len(PRECISIONS) + prec
     per_second = pool.objectives[0, order] / it
@@ -94,6 +91,14 @@ def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: 
         "rival": rival,
         "clear": bool(share[mine] >= CLEAR),
     }
+
+
+def _loader_floor(model, gpu: np.ndarray, m: dict) -> tuple[np.ndarray, float]:
+    """Each plan's loader bound (s per iteration) and the log spread of the loader's rate: one
+    cited figure of known spread (planner.loaders.RATE_SD_LOG); 0 when no loader binds."""
+    rate, _ = model.loader_rates(gpu, m["per_node"])
+    floor = m["global_batch"] / m["gpus"] / rate
+    return floor, (RATE_SD_LOG if np.isfinite(rate).any() else 0.0)
 
 
 def _shares(gpu_idx: np.ndarray, gpus: np.ndarray, win: np.ndarray, names) -> tuple[tuple, dict, dict | None]:

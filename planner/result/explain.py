@@ -177,10 +177,27 @@ def diagnose(scorer: Scorer, parts: Iterable[Scored]) -> str:
         if closest is None or worst[j] < closest[0]:
             closest = (float(worst[j]), con[:, j])
     if closest is None:
-        return "no valid plan exists in the search space"
+        return _no_valid(scorer)
     for r, name in enumerate(names):
         if sel[r] is not None:
             return _why_none(name, scorer.limits, sel[r], scorer)
     con = closest[1]
     broken = [f"'{names[r]}' by {con[r]:.1%}" for r in range(len(names)) if con[r] > 0]
     return f"no plan meets every constraint at once: the closest misses {' and '.join(broken)}"
+
+
+def _no_valid(scorer: Scorer) -> str:
+    """Why a space holds no plan; when node sizes are what is missing, the sizes rented."""
+    from planner.space.declare import PER_NODE
+
+    table = getattr(scorer.space, "node_offered", ())
+    if not table:
+        return "no valid plan exists in the search space"
+    sizes = "; ".join(
+        f"{g} in nodes of {', '.join(str(n) for n, ok in zip(PER_NODE, row, strict=True) if ok) or 'none'}"
+        for g, row in zip(scorer.space.choices("gpu"), table, strict=True)
+    )
+    return (
+        f"no valid plan exists: no GPU count searched (up to {max(scorer.space.choices('gpus'))}) fills whole "
+        f"nodes of a size the kept providers rent ({sizes}); --provider, --instance or a larger --budget widen it"
+    )

@@ -90,9 +90,7 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
     rec["objective"] = float(vals[0]) if len(vals) == 1 else [float(v) for v in vals]
     cons = scorer.limits.values(m)[:, 0]
     rec["constraints"] = {n: float(v) for n, v in zip(scorer.limits.names(), cons, strict=True)}
-    rec["binding"] = [n for n, v in rec["constraints"].items() if -0.05 < v <= 0 and n != "supported"]
-    if scorer.limits.max_gpus is None and rec["gpus"] >= max(scorer.space.choices("gpus")):
-        rec["binding"].append("gpu_cap")  # money or a deadline alone: the search's own GPU cap
+    rec["binding"] = _binding(scorer, rec)
     rec["estimate_command"] = estimate_command(scorer, rec)
     interval = _interval(scorer, rec)
     if interval is not None:  # the calibration's 80% interval (held-out error)
@@ -100,6 +98,15 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         rec["iteration_ms_range"] = [rec["iteration_ms"] / hi, rec["iteration_ms"] / lo]
         rec["time_to_train_s_range"] = [rec["time_to_train_s"] / hi, rec["time_to_train_s"] / lo]
     return rec
+
+
+def _binding(scorer: Scorer, rec: dict) -> list[str]:
+    """The constraints within 5% of binding, and the search's own GPU cap when only money or a
+    deadline bounds it and the plan uses all of it."""
+    out = [n for n, v in rec["constraints"].items() if -0.05 < v <= 0 and n != "supported"]
+    if scorer.limits.max_gpus is None and rec["gpus"] >= max(scorer.space.choices("gpus")):
+        out.append("gpu_cap")
+    return out
 
 
 def _owned_fields(scorer: Scorer, g: int, m: dict) -> dict:
@@ -164,18 +171,7 @@ def estimate_command(scorer: Scorer, rec: dict) -> str:
     options, the model's options, then the options of axes that come last."""
     head = [a.estimate_args(rec) for a in AXES if not a.estimate_tail]
     tail = [a.estimate_args(rec) for a in AXES if a.estimate_tail]
-    cm = scorer.model
-    if cm is not None and cm.modern:  # the modern rules: profile and optimizer, no PPP
-        model = [f"--rules {cm.rules}", f"--optimizer {cm.optimizer}", f"--data-loader {cm.loader}"]
-        if cm.hosts is not None:
-            model += cm.hosts.args(list(scorer.space.choices("gpu")).index(rec["gpu"]), rec["gpus_per_node"])
-        model += [f"--calibration {shlex.quote(cm.calibration)}"] if cm.calibration else []
-    else:
-        model = [
-            f"--ppp-comp {scorer.ppp_comp}",
-            f"--ppp-comm {scorer.ppp_comm}",
-            f"--rules {scorer.costs.rules.name}",
-        ]
+    model = _model_args(scorer, rec)
     model.append(f"--conv-algorithm {scorer.costs.algorithm}")
     if "seq_len" in rec:
         model.append(f"--seq-len {rec['seq_len']}")
@@ -185,3 +181,19 @@ def estimate_command(scorer: Scorer, rec: dict) -> str:
     if scorer.pipeline:
         parts.append("--pipeline")
     return " ".join(parts)
+
+
+def _model_args(scorer: Scorer, rec: dict) -> list[str]:
+    """The cost model's estimate options: the modern rules' profile, optimizer, loader and host,
+    or a PALEO rule set and its PPP."""
+    cm = scorer.model
+    if cm is None or not cm.modern:
+        return [
+            f"--ppp-comp {scorer.ppp_comp}",
+            f"--ppp-comm {scorer.ppp_comm}",
+            f"--rules {scorer.costs.rules.name}",
+        ]
+    model = [f"--rules {cm.rules}", f"--optimizer {cm.optimizer}", f"--data-loader {cm.loader}"]
+    if cm.hosts is not None:
+        model += cm.hosts.args(list(scorer.space.choices("gpu")).index(rec["gpu"]), rec["gpus_per_node"])
+    return model + ([f"--calibration {shlex.quote(cm.calibration)}"] if cm.calibration else [])
