@@ -65,7 +65,9 @@ class DeepSpeed(Target):
 
     def _script(self, plan: LaunchPlan) -> str:
         if mds.model_parallel(plan):
-            return f'"$MEGATRON_DEEPSPEED"/pretrain_gpt.py $(cat {mds.ARGS_FILE}) --data-path "$DATA_PATH" "$@"'
+            return (
+                f'"$MEGATRON_DEEPSPEED"/pretrain_gpt.py $(cat {mds.ARGS_FILE}) --data-path "$DATA_PATH" "$@"'
+            )
         args = Torchrun().script_args(plan)
         return " ".join(args + ["--deepspeed-config", CONFIG_FILE])
 

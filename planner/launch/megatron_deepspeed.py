@@ -41,7 +41,11 @@ def refusal(plan: LaunchPlan) -> str | None:
     if plan.tp_overlap:
         return "Megatron-DeepSpeed has no tensor-parallel communication overlap (Megatron-LM's --tp-comm-overlap)"
     kind = (m.get("positional"), m.get("norm"), m.get("activation"))
-    if kind not in (("rope", "rmsnorm", "swiglu"), ("learned", "layernorm", "gelu"), ("learned", "layernorm", None)):
+    if kind not in (
+        ("rope", "rmsnorm", "swiglu"),
+        ("learned", "layernorm", "gelu"),
+        ("learned", "layernorm", None),
+    ):
         return f"Megatron-DeepSpeed's GPT model has no {'/'.join(map(str, kind))} variant"
     return None
 

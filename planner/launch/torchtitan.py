@@ -81,7 +81,9 @@ def job_toml(plan: LaunchPlan) -> str:
     name, flavor = FLAVORS[plan.net]
     fp8 = plan.precision == "fp8"
     sections: dict[str, dict[str, object]] = {
-        "job": {"description": f"{plan.net} on {plan.gpus} x {plan.device} ({plan.source or 'planner plan'})"},
+        "job": {
+            "description": f"{plan.net} on {plan.gpus} x {plan.device} ({plan.source or 'planner plan'})"
+        },
         "model": {"name": name, "flavor": flavor, "converters": ["quantize.linear.float8"] if fp8 else []},
         "training": _training(plan),
         "parallelism": {**_parallelism(plan), "enable_async_tensor_parallel": plan.tp_overlap},
@@ -132,7 +134,9 @@ def overrides(plan: LaunchPlan) -> list[str]:
 
 class Torchtitan(Target):
     name = "torchtitan"
-    validator = "torchtitan's ConfigManager (tyro) of 0.2.2 (the TOML) and 0.3.0 (the options), and ParallelDims"
+    validator = (
+        "torchtitan's ConfigManager (tyro) of 0.2.2 (the TOML) and 0.3.0 (the options), and ParallelDims"
+    )
     axes = {"zero": ("0", "2", "3"), "recompute": ("none", "full")}
 
     def refusal(self, plan: LaunchPlan) -> str | None:
@@ -148,7 +152,9 @@ class Torchtitan(Target):
                 "attention that the plan's selective recomputation prices"
             )
         if plan.precision == "fp16":
-            return "torchtitan's training.mixed_precision_param is bfloat16 or float32 (the plan trains in fp16)"
+            return (
+                "torchtitan's training.mixed_precision_param is bfloat16 or float32 (the plan trains in fp16)"
+            )
         toml, args = toml_refusal(plan), args_refusal(plan)
         if toml and args:
             return f"{toml}, and {args}"
