@@ -216,6 +216,26 @@ def test_torchtitan_writes_the_file_each_release_reads():
     )
 
 
+@pytest.mark.parametrize("engine", ["torchrun", "megatron", "torchtitan", "deepspeed", "accelerate"])
+def test_slurm_runs_every_engines_node_command_as_bash(engine, tmp_path):
+    """The node command each task runs is valid bash (an environment prefix, a compound command)."""
+    import subprocess
+
+    plan = next(p for p in PLANS.values() if TARGETS[engine].refusal(p) is None)
+    files = emit(plan, parse_targets(f"{engine},slurm"), LaunchOptions())
+    srun = files["job.sbatch"].strip().splitlines()[-1]
+    inner = srun.split("bash -c ", 1)[1]
+    (tmp_path / "inner.sh").write_text(
+        subprocess.run(["bash", "-c", f"printf %s {inner}"], capture_output=True, text=True).stdout
+    )
+    for path in (tmp_path / "inner.sh",):
+        assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+    assert (
+        "exec " not in srun
+        and TARGETS[engine].node_command(plan, LaunchOptions()) in (tmp_path / "inner.sh").read_text()
+    )
+
+
 def test_nemo_takes_zero3_with_pipeline():
     """Megatron-Bridge shards ZeRO-3 with Megatron-FSDP, so the FSDP2 rule does not apply."""
     assert TARGETS["nemo"].refusal(PLANS["llama70-pp4-zero3"]) is None
