@@ -72,13 +72,18 @@ def _deepspeed(model, args, device, batches):
 
 
 def _accelerate(model, args, batches):
-    """Train with accelerate's Accelerator: `accelerate launch` chose FSDP or DeepSpeed."""
+    """Train with accelerate's Accelerator: `accelerate launch` chose FSDP, DeepSpeed or the
+    Megatron-LM plugin (which owns the microbatches of a step: one call runs them all)."""
     import time
 
     from accelerate import Accelerator
+    from accelerate.utils import DistributedType
 
     acc = Accelerator(gradient_accumulation_steps=args.accumulation)
-    model, optimizer = acc.prepare(model, torch.optim.AdamW(model.parameters(), lr=args.lr))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
+    if acc.distributed_type == DistributedType.MEGATRON_LM:
+        return _accelerate_megatron(acc, model, optimizer, args, batches)
+    model, optimizer = acc.prepare(model, optimizer)
     times = []
     for _ in range(args.steps):
         start = time.perf_counter()
@@ -90,6 +95,32 @@ def _accelerate(model, args, batches):
                 optimizer.zero_grad()
         acc.wait_for_everyone()
         times.append(time.perf_counter() - start)
+    return times
+
+
+def _accelerate_megatron(acc, model, optimizer, args, batches):
+    """accelerate's Megatron-LM plugin: a data loader of one microbatch per sample set (its batch
+    size is the micro batch) and a placeholder scheduler; ``model(**batch)`` runs the forward
+    and backward passes of every microbatch and the optimizer step (accelerate's MegatronEngine)."""
+    import time
+
+    from accelerate.utils import MegatronLMDummyScheduler
+
+    tokens, _ = batches()
+    rows = tokens.repeat(args.accumulation, 1).cpu()  # one step's microbatches
+    data = [{"input_ids": r, "attention_mask": torch.ones_like(r), "labels": r} for r in rows]
+    loader = torch.utils.data.DataLoader(data, batch_size=args.batch)
+    scheduler = MegatronLMDummyScheduler(optimizer=optimizer, total_num_steps=args.steps, warmup_num_steps=0)
+    model, optimizer, loader, scheduler = acc.prepare(model, optimizer, loader, scheduler)
+    times = []
+    while len(times) < args.steps:
+        for batch in loader:  # each call is one optimizer step
+            start = time.perf_counter()
+            model(**batch)
+            acc.wait_for_everyone()
+            times.append(time.perf_counter() - start)
+            if len(times) == args.steps:
+                break
     return times
 
 

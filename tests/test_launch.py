@@ -120,6 +120,8 @@ def test_llm_plan_numbers_in_every_engine():
     assert "ddp.data_parallel_sharding_strategy=optim_grads_params\n" in files["nemo_overrides.txt"]
     assert "--parallelism.data_parallel_shard_degree 64\n" in files["torchtitan_args.txt"]
     assert "--parallelism.fsdp_reshard_after_forward always\n" in files["torchtitan_args.txt"]
+    assert "data_parallel_shard_degree = 64\n" in files["torchtitan_job.toml"]
+    assert 'fsdp_reshard_after_forward = "always"\n' in files["torchtitan_job.toml"]
     ds = json.loads(files["ds_config.json"])
     assert (
         ds["train_batch_size"],
@@ -152,16 +154,86 @@ def test_llm_plan_numbers_in_every_engine():
             llm(tp=8, pp=4, zero=2),
             "'ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'",
         ),
+        ("deepspeed", PLANS["llama70-pp4-zero1-full"], "no interleaved (virtual) stages"),
+        ("deepspeed", llm(tp_overlap=True), "no tensor-parallel communication overlap"),
         ("torchtitan", PLANS["llama8-tp2-zero1"], "no ZeRO-1"),
         ("torchtitan", PLANS["gpt3-fp8-selective"], "no config_registry entry for gpt3-175b"),
-        ("torchrun", llm(), "data parallel only"),
-        ("accelerate", PLANS["llama70-pp4-zero1-full"], "no pipeline or expert parallelism"),
+        (
+            "torchtitan",
+            llm(net="llama3-8b", gpus=64, tp=2, sp=False, zero=3, microbatch=1, precision="fp8"),
+            "always shards the sequence (the plan has it off), and torchtitan 0.3 sets Float8",
+        ),
+        ("torchrun", llm(), "--target torchtitan runs it under torchrun"),
+        ("accelerate", PLANS["llama70-pp4-zero1-full"], "no expert-parallel or interleaved-pipeline"),
+        ("accelerate", llm(), "shards only optimizer state"),
+        ("accelerate", llm(zero=1), "always recomputes activations"),
         ("nemo", PLANS["vgg16-single-node"], "is a CNN"),
         ("skypilot", cnn(device="K80"), "no accelerator name for K80"),
     ],
 )
 def test_refusals_cite_the_rule(target, plan, rule):
     assert rule in TARGETS[target].refusal(plan)
+
+
+def test_model_parallel_plans_take_megatron_engines():
+    """deepspeed runs TP/SP through Megatron-DeepSpeed, accelerate through its Megatron-LM plugin;
+    a data-parallel plan keeps the reference script."""
+    tp_sp = llm(tp=4, zero=3, microbatch=1, accumulation=4)
+    files = emit(tp_sp, parse_targets("deepspeed"), LaunchOptions())
+    assert "--tensor-model-parallel-size 4\n" in files["megatron_deepspeed_args.txt"]
+    assert "--sequence-parallel\n--bf16\n--zero-stage 3\n" in files["megatron_deepspeed_args.txt"]
+    assert "--no-pipeline-parallel\n" in files["megatron_deepspeed_args.txt"]
+    assert "optimizer" not in json.loads(files["ds_config.json"])  # Megatron builds it
+    assert "CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun" in files["deepspeed.sh"]
+    assert "train_lm.py" not in files
+    plugin = emit(llm(zero=1, recompute="selective"), parse_targets("accelerate"), LaunchOptions())
+    cfg = plugin["accelerate_config.yaml"]
+    assert "distributed_type: MEGATRON_LM\n" in cfg and "megatron_lm_tp_degree: 8\n" in cfg
+    assert "megatron_lm_context_parallel_size: 1\n" in cfg  # the plugin's own default is 2
+    assert "megatron_lm_recompute_granularity: selective\n" in cfg
+    assert "--recompute none" in plugin["accelerate.sh"]  # Megatron recomputes, not the script
+
+
+def test_torchtitan_writes_the_file_each_release_reads():
+    """0.2.x reads the TOML (no TP without SP), 0.3 the options (no Float8 option)."""
+    fp8 = emit(
+        llm(net="llama3-8b", gpus=64, tp=2, zero=3, precision="fp8"),
+        parse_targets("torchtitan"),
+        LaunchOptions(),
+    )
+    assert 'converters = ["quantize.linear.float8"]' in fp8["torchtitan_job.toml"]
+    assert "torchtitan_args.txt" not in fp8 and "torchtitan 0.3 cannot run this plan" in fp8["torchtitan.sh"]
+    no_sp = emit(
+        PLANS["llama8-dp-zero3"].__class__(
+            **{**PLANS["llama8-dp-zero3"].__dict__, "tp": 2, "global_batch": 128}
+        ),
+        parse_targets("torchtitan"),
+        LaunchOptions(),
+    )
+    assert (
+        "torchtitan_job.toml" not in no_sp
+        and "--parallelism.no-enable-sequence-parallel" in no_sp["torchtitan_args.txt"]
+    )
+
+
+@pytest.mark.parametrize("engine", ["torchrun", "megatron", "torchtitan", "deepspeed", "accelerate"])
+def test_slurm_runs_every_engines_node_command_as_bash(engine, tmp_path):
+    """The node command each task runs is valid bash (an environment prefix, a compound command)."""
+    import subprocess
+
+    plan = next(p for p in PLANS.values() if TARGETS[engine].refusal(p) is None)
+    files = emit(plan, parse_targets(f"{engine},slurm"), LaunchOptions())
+    srun = files["job.sbatch"].strip().splitlines()[-1]
+    inner = srun.split("bash -c ", 1)[1]
+    (tmp_path / "inner.sh").write_text(
+        subprocess.run(["bash", "-c", f"printf %s {inner}"], capture_output=True, text=True).stdout
+    )
+    for path in (tmp_path / "inner.sh",):
+        assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0
+    assert (
+        "exec " not in srun
+        and TARGETS[engine].node_command(plan, LaunchOptions()) in (tmp_path / "inner.sh").read_text()
+    )
 
 
 def test_nemo_takes_zero3_with_pipeline():
@@ -277,9 +349,13 @@ def test_emit_on_pareto_writes_the_first_front_plan(tmp_path):
 def test_target_on_optimize_keeps_the_search_to_what_it_runs(tmp_path):
     out = tmp_path / "run"
     args = ["optimize", "llama3-70b", "--budget", "512gpus", "--gpu", "H100_SXM", "--network", "ib_ndr"]
+    dp_out = tmp_path / "dp"
+    assert main([*args, "--target", "accelerate", "--out", str(dp_out), "--format", "json"]) == 0
+    plan = load_plan(dp_out)
+    assert TARGETS["accelerate"].refusal(plan) is None and not plan.sp and plan.tp == plan.pp == 1
     assert main([*args, "--target", "deepspeed", "--out", str(out), "--format", "json"]) == 0
-    plan = load_plan(out)
-    assert TARGETS["deepspeed"].refusal(plan) is None and not plan.sp and plan.pp == 1
+    plan = load_plan(out)  # Megatron-DeepSpeed: no interleaving, no TP overlap
+    assert TARGETS["deepspeed"].refusal(plan) is None and plan.interleave == 1 and not plan.tp_overlap
     ds = json.loads((out / "launch" / "ds_config.json").read_text())
     assert ds["train_batch_size"] == plan.global_batch
 

@@ -1,10 +1,13 @@
 """Each launch target's files, checked by the tool's own code from its pip package.
 
 The plans are the issue's: the best plan of `planner optimize llama3-70b --budget 512gpus --gpu
-H100_SXM --network ib_ndr` (every LLM target that can run it; the others refuse it in one line
-and are checked on the best plan of the same search kept to what they run), and the best plan of
-resnet50 on 64 H100 (torchrun, slurm, skypilot). A tool that is not installed skips its test with
-the command that installs it (`pip install '.[launch]'`, which CI runs).
+H100_SXM --network ib_ndr` (TP 4 with sequence parallelism, ZeRO 3, no recomputation: megatron,
+nemo, torchtitan and deepspeed run it; accelerate refuses it in one line and is checked on the
+best plan of the same search kept to what it runs, and on the plan's Megatron-LM plugin variant),
+and the best plan of resnet50 on 64 H100 (torchrun, slurm, skypilot). A tool that is not
+installed skips its test with the command that installs it (`pip install '.[launch]'`, which CI
+runs); the checks that need a source checkout (Megatron-LM, Megatron-DeepSpeed: neither is on
+PyPI) or a second torchtitan release skip unless an environment variable names it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_launch import PLANS as CONTRACT_PLANS  # noqa: E402
 
 LLM_TARGETS = ("megatron", "nemo", "torchtitan", "deepspeed", "accelerate")
+# targets that refuse the issue's llama3-70b plan, and why (test_launch.py pins the reasons)
+REFUSE_LLAMA = {
+    "accelerate": "ZeRO 3 and no recomputation: its Megatron-LM plugin cannot shard or skip recomputation"
+}
 
 
 def need(module: str):
@@ -55,8 +62,8 @@ def plans(tmp_path_factory) -> dict[str, LaunchPlan]:
     ]
     runs = {
         "llama": llama,
-        # the same search kept to plans DeepSpeed and accelerate run (no sequence or pipeline parallelism)
-        "llama-dp": [*llama, "--target", "deepspeed,accelerate"],
+        # the same search kept to plans accelerate runs without Megatron-LM (data parallel)
+        "llama-dp": [*llama, "--target", "accelerate"],
         "resnet": [
             "resnet50",
             "--budget",
@@ -103,9 +110,12 @@ def test_every_llm_target_runs_or_refuses_the_llama_plan(plans, name):
     """Each LLM target writes the best llama3-70b plan's files, or refuses it in one line (the
     CLI's exit 2 is in test_launch.py); a refusing target runs the plan of the search kept to
     what it runs."""
-    why = TARGETS[name].refusal(plans["llama"])
+    p = plans["llama"]
+    assert (p.tp, p.sp, p.pp, p.zero, p.recompute) == (4, True, 1, 3, "none")  # what the search picks
+    why = TARGETS[name].refusal(p)
+    assert (why is None) == (name not in REFUSE_LLAMA), why
     if why is None:
-        assert emit(plans["llama"], [TARGETS[name]], LaunchOptions())
+        assert emit(p, [TARGETS[name]], LaunchOptions())
     else:
         assert "\n" not in why
         assert TARGETS[name].refusal(plans["llama-dp"]) is None
@@ -136,10 +146,13 @@ def deepspeed_comm(monkeypatch):
     monkeypatch.setattr(deepspeed.comm, "get_rank", lambda *a, **k: 0)
 
 
-def test_deepspeed_config_passes_deepspeeds_batch_arithmetic(plans, tmp_path, deepspeed_comm):
+@pytest.mark.parametrize("which", ["llama", "llama-dp"])
+def test_deepspeed_config_passes_deepspeeds_batch_arithmetic(plans, tmp_path, deepspeed_comm, which):
+    """The DeepSpeed config at the plan's data-parallel size (Megatron-DeepSpeed's model-parallel
+    unit tells DeepSpeed the same): batch arithmetic, ZeRO stage, precision."""
     from deepspeed.runtime.config import DeepSpeedConfig
 
-    plan = plans["llama"] if TARGETS["deepspeed"].refusal(plans["llama"]) is None else plans["llama-dp"]
+    plan = plans[which]
     path = files_for(plan, "deepspeed", tmp_path) / "ds_config.json"
     cfg = DeepSpeedConfig(str(path), mpu=_DataParallel(plan.dp))
     assert cfg.train_batch_size == plan.global_batch
@@ -152,6 +165,69 @@ def test_deepspeed_config_passes_deepspeeds_batch_arithmetic(plans, tmp_path, de
     bad["train_batch_size"] += plan.microbatch
     with pytest.raises(AssertionError, match="Check batch related parameters"):
         DeepSpeedConfig(bad, mpu=_DataParallel(plan.dp))
+
+
+def test_megatron_deepspeed_arguments_carry_the_plan(plans, tmp_path):
+    """The Megatron-DeepSpeed arguments of the llama plan: DeepSpeed's own flags parse with
+    DeepSpeed's parser (deepspeed.add_config_arguments, which Megatron-DeepSpeed's parse_args
+    calls), and Megatron's carry the plan's degrees and batch."""
+    need("deepspeed")
+    import argparse
+
+    import deepspeed
+
+    plan = plans["llama"]
+    flags = tokens(files_for(plan, "deepspeed", tmp_path) / "megatron_deepspeed_args.txt")
+    parsed, _ = deepspeed.add_config_arguments(argparse.ArgumentParser()).parse_known_args(
+        ["--deepspeed", "--deepspeed_config", str(flags["--deepspeed_config"])]
+    )
+    assert parsed.deepspeed and parsed.deepspeed_config == "ds_config.json"
+    assert flags["--tensor-model-parallel-size"] == str(plan.tp) and flags["--sequence-parallel"] is True
+    assert (flags["--micro-batch-size"], flags["--global-batch-size"]) == (
+        str(plan.microbatch),
+        str(plan.global_batch),
+    )
+    assert flags["--zero-stage"] == str(plan.zero) and flags["--no-pipeline-parallel"] is True
+
+
+MEGATRON_DEEPSPEED_CHECK = textwrap.dedent(
+    """
+    import shlex, sys
+    import megatron.arguments as arguments
+    sys.argv = ["pretrain_gpt.py", *shlex.split(open(sys.argv[1]).read())]
+    args = arguments.parse_args()
+    arguments.validate_args(args)
+    print(args.tensor_model_parallel_size, args.pipeline_model_parallel_size, args.data_parallel_size,
+          args.micro_batch_size, args.global_batch_size, args.zero_stage, args.sequence_parallel)
+    """
+)
+
+
+@pytest.mark.parametrize("which", ["llama", "llama8-tp2-zero1", "llama70-pp4-zero1-full"])
+def test_deepspeed_arguments_pass_megatron_deepspeed_validate_args(plans, tmp_path, which):
+    """With a Megatron-DeepSpeed checkout (MEGATRON_DEEPSPEED, as the emitted script reads it),
+    its own parse_args and validate_args accept the arguments at the plan's world size."""
+    need("deepspeed")
+    checkout = os.environ.get("MEGATRON_DEEPSPEED")
+    if not checkout or not Path(checkout, "megatron", "arguments.py").is_file():
+        pytest.skip("set MEGATRON_DEEPSPEED to a microsoft/Megatron-DeepSpeed checkout (it is not on PyPI)")
+    plan = plans.get(which) or CONTRACT_PLANS[which]
+    if which == "llama70-pp4-zero1-full":  # DeepSpeed's pipeline engine has no virtual stages
+        plan = dataclasses.replace(plan, interleave=1)
+    out = files_for(plan, "deepspeed", tmp_path)
+    env = {**os.environ, "PYTHONPATH": checkout, "WORLD_SIZE": str(plan.gpus), "RANK": "0"}
+    env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"  # as deepspeed.sh runs it
+    done = subprocess.run(
+        [sys.executable, "-c", MEGATRON_DEEPSPEED_CHECK, str(out / "megatron_deepspeed_args.txt")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=out,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    want = f"{plan.tp} {plan.pp} {plan.dp} {plan.microbatch} {plan.global_batch} {plan.zero} {plan.sp}"
+    assert done.stdout.strip().splitlines()[-1] == want
 
 
 # --- SkyPilot ----------------------------------------------------------------------------
@@ -221,6 +297,56 @@ def test_torchtitan_arguments_parse_with_its_config_manager(plans, tmp_path, whi
     # torchtitan's trainer: gradient accumulation = global / (local x data-parallel degree)
     assert plan.global_batch % (cfg.training.local_batch_size * plan.dp) == 0
     assert (cfg.activation_checkpoint is None) == (plan.recompute == "none")
+
+
+TORCHTITAN_TOML_CHECK = textwrap.dedent(
+    """
+    import sys
+    from torchtitan.config import ConfigManager
+    from torchtitan.config.job_config import JobConfig  # torchtitan 0.2.x only
+    from torchtitan.distributed import ParallelDims
+    cfg = ConfigManager().parse_args(["--job.config_file", sys.argv[1]])
+    par, tr = cfg.parallelism, cfg.training
+    ParallelDims(dp_replicate=par.data_parallel_replicate_degree, dp_shard=par.data_parallel_shard_degree,
+                 cp=par.context_parallel_degree, tp=par.tensor_parallel_degree, pp=par.pipeline_parallel_degree,
+                 ep=par.expert_parallel_degree, etp=par.expert_tensor_parallel_degree, world_size=int(sys.argv[2]))
+    print(cfg.model.name, cfg.model.flavor, ",".join(cfg.model.converters) or "-", par.data_parallel_replicate_degree,
+          par.data_parallel_shard_degree, par.tensor_parallel_degree, par.pipeline_parallel_degree,
+          par.context_parallel_degree, par.fsdp_reshard_after_forward, tr.local_batch_size, tr.global_batch_size,
+          tr.seq_len, cfg.activation_checkpoint.mode)
+    """
+)
+
+
+@pytest.mark.parametrize("which", ["llama", "llama-dp", "llama-fp8"])
+def test_torchtitan_job_toml_parses_with_its_config_manager(plans, tmp_path, which):
+    """The job TOML parsed by torchtitan 0.2.x's ConfigManager (the releases that read TOML;
+    TORCHTITAN_0_2 names a folder holding one, e.g. `pip install --no-deps --target DIR
+    torchtitan==0.2.2`, as CI does), its ParallelDims checking the degrees fill the GPUs."""
+    folder = os.environ.get("TORCHTITAN_0_2")
+    if not folder or not Path(folder, "torchtitan", "config", "job_config.py").is_file():
+        pytest.skip(
+            "set TORCHTITAN_0_2 to a folder with torchtitan 0.2.x (pip install --no-deps --target DIR torchtitan==0.2.2)"
+        )
+    plan = plans.get(which) or dataclasses.replace(plans["llama"], precision="fp8")
+    out = files_for(plan, "torchtitan", tmp_path)
+    env = {**os.environ, "PYTHONPATH": folder}
+    done = subprocess.run(
+        [sys.executable, "-c", TORCHTITAN_TOML_CHECK, str(out / "torchtitan_job.toml"), str(plan.gpus)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    shard = plan.zero >= 2
+    reshard = {2: "never", 3: "always"}.get(plan.zero, "default")
+    converters = "quantize.linear.float8" if plan.precision == "fp8" else "-"
+    want = (
+        f"llama3 70B {converters} {1 if shard else plan.dp} {plan.dp if shard else 1} {plan.tp} {plan.pp} 1 "
+        f"{reshard} {plan.microbatch} {plan.global_batch} {plan.seq_len} {plan.recompute}"
+    )
+    assert done.stdout.strip().splitlines()[-1] == want
 
 
 # --- Megatron-Core / Megatron-LM ----------------------------------------------------------
@@ -372,24 +498,61 @@ def test_nemo_overrides_build_the_config_containers_megatron_core_classes(plans,
 # --- accelerate ----------------------------------------------------------------------------
 
 
-def test_accelerate_config_passes_accelerate_launch(plans, tmp_path):
-    need("accelerate")
+def _accelerate_env(plan: LaunchPlan, out: Path) -> dict[str, str]:
+    """The environment `accelerate launch` gives the script for the written config file
+    (its own parser, config merge and environment builder)."""
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
     from accelerate.utils.launch import prepare_multi_gpu_env
 
-    plan = plans["llama"] if TARGETS["accelerate"].refusal(plans["llama"]) is None else plans["llama-dp"]
-    out = files_for(plan, "accelerate", tmp_path)
-    cfg = yaml.safe_load((out / "accelerate_config.yaml").read_text())
     argv = ["--config_file", str(out / "accelerate_config.yaml"), "--machine_rank", "0"]
     argv += ["--main_process_ip", "10.0.0.1", str(out / "train_lm.py"), "--batch", str(plan.microbatch)]
     args = launch_command_parser().parse_args(argv)
     args, _, _ = _validate_launch_command(args)  # merges the config file into the launch options
     assert (args.num_processes, args.num_machines) == (plan.gpus, plan.nodes)
-    env = prepare_multi_gpu_env(args)
+    return prepare_multi_gpu_env(args)
+
+
+def test_accelerate_config_passes_accelerate_launch(plans, tmp_path):
+    need("accelerate")
+    plan = plans["llama-dp"]
+    out = files_for(plan, "accelerate", tmp_path)
+    cfg = yaml.safe_load((out / "accelerate_config.yaml").read_text())
+    env = _accelerate_env(plan, out)
     if cfg["distributed_type"] == "FSDP":
         assert env["ACCELERATE_USE_FSDP"] == "true" and env["FSDP_VERSION"] == "2"
         assert env["FSDP_RESHARD_AFTER_FORWARD"] == str(plan.zero == 3).lower()
     assert env["ACCELERATE_MIXED_PRECISION"] == {"bf16": "bf16", "fp16": "fp16"}.get(plan.precision, "no")
+
+
+@pytest.mark.parametrize("recompute", ["full", "selective"])
+def test_accelerate_megatron_lm_plugin_gets_the_plans_degrees(plans, tmp_path, monkeypatch, recompute):
+    """The llama plan with what the Megatron-LM plugin can run (ZeRO-1, recomputation): its
+    megatron_lm_config goes through accelerate launch into the environment, from which
+    accelerate's own MegatronLMPlugin reads its settings."""
+    need("accelerate")
+    from accelerate.utils import MegatronLMPlugin
+
+    plan = dataclasses.replace(plans["llama"], zero=1, recompute=recompute)
+    out = files_for(plan, "accelerate", tmp_path)
+    env = _accelerate_env(plan, out)
+    assert env["ACCELERATE_USE_MEGATRON_LM"] == "true"
+    for key in [k for k in os.environ if k.startswith("MEGATRON_LM_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        if key.startswith("MEGATRON_LM_"):
+            monkeypatch.setenv(key, value)
+    plugin = MegatronLMPlugin()
+    assert (plugin.tp_degree, plugin.pp_degree, plugin.num_micro_batches) == (
+        plan.tp,
+        plan.pp,
+        plan.accumulation,
+    )
+    assert plugin.sequence_parallelism == plan.sp and plugin.use_distributed_optimizer
+    assert (plugin.context_parallel_size, plugin.expert_model_parallel_size) == (1, 1)
+    assert plugin.recompute_granularity == recompute
+    # global batch = data-parallel size x micro batch x microbatches (MegatronLMPlugin.set_training_args)
+    plugin.set_training_args(plan.microbatch, plan.dp)
+    assert plugin.megatron_lm_default_args["global_batch_size"] == plan.global_batch
 
 
 # --- Slurm ---------------------------------------------------------------------------------

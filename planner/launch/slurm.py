@@ -36,8 +36,9 @@ class Slurm(Target):
             'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
             f"export MASTER_PORT={opts.port}",
             *env,
-            # one task per node; each takes its node rank from Slurm
-            'srun --kill-on-bad-exit=1 bash -c \'export NODE_RANK="$SLURM_NODEID"; exec '
+            # one task per node; each takes its node rank from Slurm (no exec: a node command may
+            # start with an environment assignment or be a compound command)
+            'srun --kill-on-bad-exit=1 bash -c \'export NODE_RANK="$SLURM_NODEID"; '
             + command.replace("'", "'\\''")
             + "'",
         ]

@@ -1,5 +1,12 @@
 """torchrun with the reference training scripts of examples/ (data parallel: DDP, ZeRO-1's
-sharded optimizer state, FSDP2)."""
+sharded optimizer state, FSDP2).
+
+A plan with tensor, pipeline or sequence parallelism is refused, naming the targets that run
+it: torchtitan (whose trainer torchrun starts, with the plan's degrees in its job files),
+Megatron-LM, NeMo and, through Megatron-DeepSpeed, deepspeed. ``--target torchrun`` stays one
+program, the plain PyTorch scripts whose step times a user compares with the plan (and fits a
+stack on); switching it to another trainer for some plans would change what it measures.
+"""
 
 from __future__ import annotations
 
@@ -83,8 +90,8 @@ class Torchrun(Target):
         if model_parallel or plan.sp:
             what = ", ".join(model_parallel) or "sequence parallelism"
             return (
-                f"the reference scripts are data parallel only (DDP, ZeRO-1, FSDP2), the plan has {what} "
-                "(use --target megatron, nemo or torchtitan)"
+                f"the reference scripts are data parallel only (DDP, ZeRO-1, FSDP2), the plan has {what}; "
+                "--target torchtitan runs it under torchrun (also: megatron, nemo, deepspeed)"
             )
         if plan.precision == "fp8":
             return "the reference scripts train in fp32, tf32, fp16 or bf16; FP8 GEMMs need Transformer Engine (--target megatron or nemo)"

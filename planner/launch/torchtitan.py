@@ -1,8 +1,17 @@
-"""torchtitan: a config_registry entry with command-line overrides.
+"""torchtitan: a job TOML, and the same job as command-line overrides.
 
-torchtitan (0.3) selects a job by ``--module`` and ``--config`` (a function of the model's
-config_registry) and overrides its fields with ``--<section>.<field>`` options, parsed by its
-ConfigManager (tyro); the TOML job files of earlier releases are gone. Data parallelism is
+torchtitan's releases read a job two ways, each parsed by its ConfigManager (tyro):
+
+* 0.2.x: a TOML job file (``--job.config_file``; sections and fields of its JobConfig,
+  torchtitan/config/job_config.py of torchtitan 0.2.2), the model by ``[model] name`` and
+  ``flavor``, Float8 training as the ``quantize.linear.float8`` model converter. Its tensor
+  parallelism always shards the sequence too (llama3/infra/parallelize.py).
+* 0.3: no TOML; ``--module`` and ``--config`` (a function of the model's config_registry) and
+  ``--<section>.<field>`` overrides (torchtitan/config/manager.py of torchtitan 0.3.0). Float8
+  is set by model converters inside config_registry functions, not by an option.
+
+The target writes the file each release can run the plan from, and torchtitan.sh starts the
+installed release with its own. Data parallelism is
 FSDP2 on a (replicate, shard) mesh: ZeRO 0 replicates (``data_parallel_replicate_degree``),
 ZeRO 2 and 3 shard (``data_parallel_shard_degree``) and keep parameters gathered after the
 forward pass (``fsdp_reshard_after_forward = never``, ZeRO-2) or free them (``always``, ZeRO-3).
@@ -17,41 +26,107 @@ from planner.launch.target import LaunchOptions, Target, args_text, shell_script
 # planner net -> (torchtitan module, config_registry function) (torchtitan 0.3.0,
 # torchtitan/models/llama3/config_registry.py)
 CONFIGS = {"llama3-8b": ("llama3", "llama3_8b"), "llama3-70b": ("llama3", "llama3_70b")}
+# planner net -> (model name, flavor) of torchtitan 0.2.2 (torchtitan/models/llama3/__init__.py)
+FLAVORS = {"llama3-8b": ("llama3", "8B"), "llama3-70b": ("llama3", "70B")}
 ARGS_FILE = "torchtitan_args.txt"
+TOML_FILE = "torchtitan_job.toml"
+
+
+def _parallelism(plan: LaunchPlan) -> dict[str, object]:
+    """The [parallelism] fields both releases name alike."""
+    shard = plan.zero >= 2
+    out: dict[str, object] = {
+        "data_parallel_replicate_degree": 1 if shard else plan.dp,
+        "data_parallel_shard_degree": plan.dp if shard else 1,
+        "tensor_parallel_degree": plan.tp,
+        "pipeline_parallel_degree": plan.pp,
+        "context_parallel_degree": 1,
+        "expert_parallel_degree": plan.ep,
+    }
+    if shard:
+        out["fsdp_reshard_after_forward"] = "always" if plan.zero == 3 else "never"
+    if plan.pp > 1:
+        out["pipeline_parallel_microbatch_size"] = plan.microbatch
+        out["pipeline_parallel_schedule"] = "Interleaved1F1B" if plan.interleave > 1 else "1F1B"
+        if plan.interleave > 1:
+            out["pipeline_parallel_layers_per_stage"] = plan.model["n_layers"] // (plan.pp * plan.interleave)
+    return out
+
+
+def _training(plan: LaunchPlan) -> dict[str, object]:
+    """The [training] batch fields: torchtitan's local batch is a pipeline's whole step (its
+    microbatches split it), else one microbatch (accumulation = global / (local x dp))."""
+    local = plan.microbatch * (plan.accumulation if plan.pp > 1 else 1)
+    param = "bfloat16" if plan.precision in ("bf16", "fp8") else "float32"
+    return {
+        "local_batch_size": local,
+        "global_batch_size": plan.global_batch,
+        "seq_len": plan.seq_len,
+        "mixed_precision_param": param,
+    }
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return str(v)
+
+
+def job_toml(plan: LaunchPlan) -> str:
+    """The plan as a torchtitan 0.2.x job TOML (None-free sections of its JobConfig)."""
+    name, flavor = FLAVORS[plan.net]
+    fp8 = plan.precision == "fp8"
+    sections: dict[str, dict[str, object]] = {
+        "job": {
+            "description": f"{plan.net} on {plan.gpus} x {plan.device} ({plan.source or 'planner plan'})"
+        },
+        "model": {"name": name, "flavor": flavor, "converters": ["quantize.linear.float8"] if fp8 else []},
+        "training": _training(plan),
+        "parallelism": {**_parallelism(plan), "enable_async_tensor_parallel": plan.tp_overlap},
+        "activation_checkpoint": {"mode": plan.recompute},
+        "compile": {"enable": plan.tp_overlap or fp8},  # async TP needs torch.compile; Float8 is fast with it
+    }
+    if fp8:  # tensorwise scaling, its all-gathers in Float8 when FSDP shards the parameters
+        sharded = plan.zero >= 2
+        sections["quantize.linear.float8"] = {
+            "recipe_name": "tensorwise",
+            "enable_fsdp_float8_all_gather": sharded,
+            "precompute_float8_dynamic_scale_for_fsdp": sharded,
+        }
+    lines = ["# torchtitan 0.2.x job: torchrun ... -m torchtitan.train --job.config_file " + TOML_FILE]
+    for section, fields in sections.items():
+        lines += ["", f"[{section}]"] + [f"{k} = {_toml_value(v)}" for k, v in fields.items()]
+    return "\n".join(lines) + "\n"
+
+
+def toml_refusal(plan: LaunchPlan) -> str | None:
+    """Why torchtitan 0.2.x cannot run the plan from a job TOML, or None."""
+    if plan.tp > 1 and not plan.sp:
+        return "torchtitan 0.2's tensor parallelism always shards the sequence (the plan has it off)"
+    return None
+
+
+def args_refusal(plan: LaunchPlan) -> str | None:
+    """Why torchtitan 0.3 cannot run the plan from command-line overrides, or None."""
+    if plan.precision == "fp8":
+        return "torchtitan 0.3 sets Float8 in config_registry functions, not by an option"
+    return None
 
 
 def overrides(plan: LaunchPlan) -> list[str]:
-    """The ConfigManager options of the plan (the activation-checkpoint subcommand last)."""
-    shard = plan.zero >= 2
-    pipelined = plan.pp > 1
-    local = plan.microbatch * (plan.accumulation if pipelined else 1)
-    args = [
-        "--parallelism.data_parallel_replicate_degree", str(1 if shard else plan.dp),
-        "--parallelism.data_parallel_shard_degree", str(plan.dp if shard else 1),
-        "--parallelism.tensor_parallel_degree", str(plan.tp),
-        "--parallelism.pipeline_parallel_degree", str(plan.pp),
-        "--parallelism.context_parallel_degree", "1",
-        "--parallelism.expert_parallel_degree", str(plan.ep),
-        "--training.local_batch_size", str(local),
-        "--training.global_batch_size", str(plan.global_batch),
-        "--training.seq_len", str(plan.seq_len),
-        "--training.mixed_precision_param", "bfloat16" if plan.precision == "bf16" else "float32",
-    ]  # fmt: skip
-    if shard:
-        args += ["--parallelism.fsdp_reshard_after_forward", "always" if plan.zero == 3 else "never"]
+    """The torchtitan 0.3 ConfigManager options of the plan (the activation-checkpoint
+    subcommand last)."""
+    args: list[str] = []
+    for section, fields in (("parallelism", _parallelism(plan)), ("training", _training(plan))):
+        for key, value in fields.items():
+            args += [f"--{section}.{key}"] if value is True else [f"--{section}.{key}", str(value)]
     if plan.tp > 1 and not plan.sp:
         args.append("--parallelism.no-enable-sequence-parallel")
-    if pipelined:
-        args += ["--parallelism.pipeline_parallel_microbatch_size", str(plan.microbatch)]
-        if plan.interleave > 1:
-            layers = plan.model["n_layers"] // (plan.pp * plan.interleave)
-            args += [
-                "--parallelism.pipeline_parallel_schedule", "Interleaved1F1B",
-                "--parallelism.pipeline_parallel_layers_per_stage", str(layers),
-            ]  # fmt: skip
-        else:
-            args += ["--parallelism.pipeline_parallel_schedule", "1F1B"]
-    if plan.tp_overlap:
+    if plan.tp_overlap:  # 0.3 moved async TP under [compile]
         args += ["--compile.enable", "--compile.enable_async_tensor_parallel"]
     args.append("activation_checkpoint:full" if plan.recompute == "full" else "activation_checkpoint:none")
     return args
@@ -59,7 +134,9 @@ def overrides(plan: LaunchPlan) -> list[str]:
 
 class Torchtitan(Target):
     name = "torchtitan"
-    validator = "torchtitan's ConfigManager (tyro) and ParallelDims"
+    validator = (
+        "torchtitan's ConfigManager (tyro) of 0.2.2 (the TOML) and 0.3.0 (the options), and ParallelDims"
+    )
     axes = {"zero": ("0", "2", "3"), "recompute": ("none", "full")}
 
     def refusal(self, plan: LaunchPlan) -> str | None:
@@ -74,24 +151,40 @@ class Torchtitan(Target):
                 "torchtitan's selective checkpointing recomputes per operator (every second matmul), not the core "
                 "attention that the plan's selective recomputation prices"
             )
-        if plan.precision in ("fp16", "fp8"):
+        if plan.precision == "fp16":
             return (
-                "torchtitan's training.mixed_precision_param is bfloat16 or float32, and Float8 is set by "
-                f"model converters in a config_registry function, not an option (the plan trains in {plan.precision})"
+                "torchtitan's training.mixed_precision_param is bfloat16 or float32 (the plan trains in fp16)"
             )
+        toml, args = toml_refusal(plan), args_refusal(plan)
+        if toml and args:
+            return f"{toml}, and {args}"
         return None
 
     def node_command(self, plan: LaunchPlan, opts: LaunchOptions) -> str:
+        """torchrun starting the installed release with the file it reads (0.2.x has the
+        torchtitan.config.job_config module, 0.3 does not)."""
         module, config = CONFIGS[plan.net]
-        return f"{torchrun_prefix(plan, opts)} -m torchtitan.train --module {module} --config {config} $(cat {ARGS_FILE})"
+        run = f"{torchrun_prefix(plan, opts)} -m torchtitan.train"
+        toml = f"{run} --job.config_file {TOML_FILE}"
+        args = f"{run} --module {module} --config {config} $(cat {ARGS_FILE})"
+        if toml_refusal(plan):
+            toml = f"echo 'torchtitan 0.2 cannot run this plan: {toml_refusal(plan)}' >&2; exit 2"
+        if args_refusal(plan):
+            args = f"echo 'torchtitan 0.3 cannot run this plan: {args_refusal(plan)}' >&2; exit 2"
+        return f"if python -c 'import torchtitan.config.job_config' 2>/dev/null; then {toml}; else {args}; fi"
 
     def files(self, plan: LaunchPlan, opts: LaunchOptions) -> dict[str, str]:
         script = shell_script(
             [
-                "# one node of the plan (pip install torchtitan; the tokenizer under the config's hf_assets_path)",
+                "# one node of the plan (pip install torchtitan; the tokenizer under the job's hf_assets_path)",
                 ': "${NODE_RANK:=0}" "${MASTER_ADDR:=localhost}" "${MASTER_PORT:=' + str(opts.port) + '}"',
                 'cd "$(dirname "$0")"',
                 self.node_command(plan, opts),
             ]
         )
-        return {ARGS_FILE: args_text(overrides(plan)), "torchtitan.sh": script}
+        out = {"torchtitan.sh": script}
+        if not toml_refusal(plan):
+            out[TOML_FILE] = job_toml(plan)
+        if not args_refusal(plan):
+            out[ARGS_FILE] = args_text(overrides(plan))
+        return out
