@@ -191,3 +191,18 @@ def test_parameters_match_timm_models_when_installed(name):
     )
     model = timm.create_model(TIMM[name][0], pretrained=False)
     assert sum(p.numel() for p in model.parameters()) == TORCHVISION[name][0]
+
+
+@pytest.mark.parametrize("name", NETS)
+def test_every_layer_costs_time_under_the_modern_rules(name):
+    """Each vision layer moves bytes in its forward (the class token, a view, excepted), and
+    the FLOPs the roofline sees are the layer's own."""
+    from costs.modern import roofline
+
+    costs = catalog.net_costs(name, "modern")
+    t = roofline.terms(costs)
+    for i, s in enumerate(costs.net.layers):
+        if s.type in vision.TYPES and not (s.type == "TokenPool" and s.layer.spec["mode"] == "class"):
+            assert t.act_b[i, 0] > 0 and t.kernels[i, 0] >= 1, s.name
+            fwd = vision.costs(s)["fwd"]
+            assert (t.tc[i, 0], t.vec[i, 0]) == (fwd.tc, fwd.vec), s.name
