@@ -152,7 +152,7 @@ def test_swin_attention_is_linear_in_tokens_and_vit_quadratic():
 @pytest.mark.parametrize(
     ("name", "size", "message"),
     [
-        ("swin_t", 256, "multiple of 32 x the 7-token window"),
+        ("swin_t", 256, r"multiple of 224 px \(32 px total stride x 7-token windows\)"),
         ("vit_b_16", 200, "multiple of the 16 px patch"),
         ("convnext_tiny", 0, "integer from 32 to 4096"),
         ("efficientnet_b0", -224, "integer from 32 to 4096"),

@@ -216,12 +216,14 @@ def size_rule(desc: dict[str, Any]) -> tuple[int, str]:
         return desc["patch"], f"a multiple of the {desc['patch']} px patch"
     if family == "swin":  # the last stage's grid (size / 32) must split into whole windows
         stride = desc["patch"] * 2 ** (len(desc["depths"]) - 1)
-        return stride * desc["window"], f"a multiple of {stride} x the {desc['window']}-token window"
+        step = stride * desc["window"]
+        return step, f"a multiple of {step} px ({stride} px total stride x {desc['window']}-token windows)"
     return 32, "a multiple of the 32 px total stride"
 
 
 def check_image_size(desc: dict[str, Any], size: object, name: str) -> int:
     """``size`` if the net can take it, else a one-line :class:`SpecError` naming the bound."""
+    name = name.removesuffix(".json")
     step, why = size_rule(desc)
     if not isinstance(size, int) or isinstance(size, bool) or not step <= size <= MAX_IMAGE_SIZE:
         raise SpecError(
@@ -246,14 +248,32 @@ def build_layers(desc: dict[str, Any]) -> dict[str, Any]:
 
 
 def with_image_size(spec: dict[str, Any], size: int, name: str) -> dict[str, Any]:
-    """A vision spec rebuilt at ``size`` px a side (its ``vision`` description's family rule)."""
+    """A vision spec rebuilt at ``size`` px a side (its ``vision`` description's family rule);
+    the description keeps the published size as ``native_image_size``."""
+    name = name.removesuffix(".json")
     desc = spec.get("vision")
+    if isinstance(spec.get("model"), dict):
+        raise SpecError(
+            f"--image-size is for vision nets; '{name}' is a transformer (its length is --seq-len)"
+        )
     if not isinstance(desc, dict):
         raise SpecError(
-            f"--image-size applies to the vision nets built from a description; '{name}' is not one"
+            f"--image-size applies to the vision nets built from a description; '{name}' is a fixed-size spec"
         )
-    desc = {**desc, "image_size": check_image_size(desc, size, name)}
+    native = desc.get("native_image_size", desc["image_size"])
+    desc = {**desc, "image_size": check_image_size(desc, size, name), "native_image_size": native}
     return {**spec, "vision": desc, "layers": build_layers(desc)}
+
+
+def resized(
+    spec: dict[str, Any], name: str, seq_len: int | None = None, image_size: int | None = None
+) -> dict:
+    """A spec at another sequence length (transformers) or image size (vision nets); None: its own."""
+    if seq_len is not None:  # 0 or less is refused by with_seq_len
+        from costs.specs.transformer_spec import with_seq_len
+
+        spec = with_seq_len(spec, seq_len, name)
+    return spec if image_size is None else with_image_size(spec, image_size, name)
 
 
 def _rewrite(path: Path) -> None:

@@ -7,7 +7,16 @@ from typing import Annotated
 import typer
 
 from planner.cli.app import app
-from planner.cli.model_options import Calibration, DataLoader, MemoryHeadroom, PppComm, PppComp, Rules, Stack
+from planner.cli.model_options import (
+    Calibration,
+    DataLoader,
+    ImageSize,
+    MemoryHeadroom,
+    PppComm,
+    PppComp,
+    Rules,
+    Stack,
+)
 from planner.cli.options import ConvAlg, Fmt, Parallel, Precision, RulesOpt, Scaling, SchemeOpt, What
 from planner.request import defaults
 
@@ -134,6 +143,7 @@ def estimate(
     seq_len: Annotated[
         int | None, typer.Option(help="Transformers: sequence length (default: the model's).")
     ] = None,
+    image_size: ImageSize = None,
     pue: Annotated[
         float | None, typer.Option(help="Data-centre PUE for energy (default 1.58, see configs/energy.toml).")
     ] = None,
@@ -260,6 +270,7 @@ def _estimate_request(o: dict):
             microbatch=o["microbatch"],
             global_batch=o["global_batch"],
             seq_len=o["seq_len"],
+            image_size=o["image_size"],
             pue=o["pue"],
             grid_intensity=o["grid_intensity"],
         )

@@ -65,7 +65,7 @@ def estimate(req: EstimateRequest) -> list[dict]:
     validate(req)
     info = catalog.device(req.device)
     net_info = catalog.network(req.network)
-    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, seq_len=req.seq_len)
+    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, req.seq_len, req.image_size)
     llm = description(costs)
     precision = _precision(req, info, llm is not None)
     req = replace(req, optimizer=defaults.optimizer(req.optimizer, llm is not None))
@@ -75,8 +75,11 @@ def estimate(req: EstimateRequest) -> list[dict]:
     if llm is not None or not req.model_parallel:  # a CNN with --tp: the error below says why
         check_stack(req, model)
     records = _estimate(req, costs, model, info, net_info, precision, llm)
+    vision = costs.net.meta.get("vision")
     for rec in records:  # every answer names its stack (None under PALEO's rules)
         rec["stack"] = model.stack
+        if vision:  # and a vision net the input size it is costed at
+            rec["image_size"] = int(vision["image_size"])
         if "total_ms_range" in rec:
             rec["interval_kind"] = model.interval_kind
     return records

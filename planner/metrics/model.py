@@ -49,6 +49,7 @@ class CostModel:
     stack: str | None = None
     stacks: tuple[str, ...] = ()  # the stacks resolved by for_net (several: a searched axis)
     stack_profiles: tuple = field(default=(), compare=False)  # the profile of each of ``stacks``
+    image_scale: float = 1.0  # pixels per image over the net's published size (--image-size)
 
     @classmethod
     def of(
@@ -83,9 +84,13 @@ class CostModel:
         if self.loader not in _LOADER_ENTRY:
             return float("inf")
         rate = catalog.loader_rates()[_LOADER_ENTRY[self.loader]]
+        # The cited rates are for each net's published input size. Assumption: a loader's
+        # per-image work (resize, crop, flip, normalise, copy to the GPU) grows with the output
+        # pixels; JPEG decoding, which follows the stored image, does not, so this overstates the
+        # change for a size far from the published one.
         if "samples_per_s_per_core" in rate:
-            return rate["samples_per_s_per_core"] * catalog.host_cores_per_gpu()
-        return rate["samples_per_s_per_gpu"]
+            return rate["samples_per_s_per_core"] * catalog.host_cores_per_gpu() / self.image_scale
+        return rate["samples_per_s_per_gpu"] / self.image_scale
 
     @property
     def modern(self) -> bool:
@@ -106,6 +111,9 @@ class CostModel:
         from planner.stacks.runs import profile as stack_profile
 
         family = registry.family_of(meta)
+        vision = meta.get("vision") or {}
+        if vision.get("native_image_size"):
+            self = replace(self, image_scale=(vision["image_size"] / vision["native_image_size"]) ** 2)
         if not self.modern:
             return replace(self, family=family)
         names = registry.parse_choice(self.stack, family)

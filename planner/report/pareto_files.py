@@ -139,6 +139,7 @@ def plan_file(p: dict, req: OptimizeRequest) -> dict:
         "data_loader": req.data_loader,
         "calibration": req.calibration,
         **({"seq_len": p["seq_len"]} if "seq_len" in p else {}),
+        **({"image_size": p["image_size"]} if "image_size" in p else {}),
         # columns of the axes a user can set (e.g. accumulation), under their record keys
         **{f.key: p[f.key] for a in OPTIONS for f in a.fields},
         "expected": {

@@ -55,6 +55,7 @@ class OptimizeRequest:
     dataset_size: int | None = None
     global_batch: int | None = None  # None: the net's (transformers), else free
     seq_len: int | None = None  # transformers: None is the model's
+    image_size: int | None = None  # vision nets: px a side; None is the net's
     tokens: str | None = None  # transformers: training tokens ("15T", "2e12"); None: the net's
     global_batch_tokens: str | None = None  # transformers: tokens per optimizer step ("4M")
     memory_headroom: float | None = None  # share of GPU memory a plan may fill; None: the default
@@ -325,7 +326,7 @@ def validate(req: OptimizeRequest) -> Problem:
     if not gpus:
         raise BadInput(f"no device has a {what} in prices.toml (see `planner list prices`)")
     net_info = catalog.network(req.network)
-    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, seq_len=req.seq_len)
+    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, req.seq_len, req.image_size)
     llm = description(costs)
     if req.precision == "fp8" and llm is None:
         raise BadInput(defaults.FP8_CNN)

@@ -83,6 +83,8 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
     )
     rec.update(_owned_fields(scorer, g, m))
     rec.update(_transformer_fields(scorer, m))
+    if "vision" in scorer.costs.net.meta:  # the input size the plan is costed at
+        rec["image_size"] = int(scorer.costs.net.meta["vision"]["image_size"])
     vals = scorer.objective_values(m, objectives)[:, 0]
     rec["objective"] = float(vals[0]) if len(vals) == 1 else [float(v) for v in vals]
     cons = scorer.limits.values(m)[:, 0]
@@ -172,6 +174,8 @@ def estimate_command(scorer: Scorer, rec: dict) -> str:
     model.append(f"--conv-algorithm {scorer.costs.algorithm}")
     if "seq_len" in rec:
         model.append(f"--seq-len {rec['seq_len']}")
+    if "image_size" in rec:
+        model.append(f"--image-size {rec['image_size']}")
     net = scorer.net_arg or scorer.costs.net.source.removesuffix(".json")
     parts = ["planner estimate", shlex.quote(net)]
     parts += [x for args in head for x in args] + model + [x for args in tail for x in args]
