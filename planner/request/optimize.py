@@ -116,6 +116,7 @@ class Problem:
 def request_dict(req: OptimizeRequest) -> dict:
     """The request as plain data for run records: lists for tuples, axis options as keys."""
     data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items() if k != "axes"}
+    data = {k: v for k, v in data.items() if k != "image_size" or v is not None}  # recorded when set
     return {**data, **dict(req.axes)}
 
 

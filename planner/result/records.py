@@ -156,6 +156,12 @@ def _number(v) -> float | None:
     return None if math.isnan(v) else float(v)
 
 
+def _input_args(rec: dict) -> list[str]:
+    """The sample's size a plan is costed at: a transformer's sequence, a vision net's image."""
+    out = [f"--seq-len {rec['seq_len']}"] if "seq_len" in rec else []
+    return out + ([f"--image-size {rec['image_size']}"] if "image_size" in rec else [])
+
+
 def estimate_command(scorer: Scorer, rec: dict) -> str:
     """The `planner estimate` call that reproduces this plan's iteration time: each axis's
     options, the model's options, then the options of axes that come last."""
@@ -172,10 +178,7 @@ def estimate_command(scorer: Scorer, rec: dict) -> str:
             f"--rules {scorer.costs.rules.name}",
         ]
     model.append(f"--conv-algorithm {scorer.costs.algorithm}")
-    if "seq_len" in rec:
-        model.append(f"--seq-len {rec['seq_len']}")
-    if "image_size" in rec:
-        model.append(f"--image-size {rec['image_size']}")
+    model += _input_args(rec)
     net = scorer.net_arg or scorer.costs.net.source.removesuffix(".json")
     parts = ["planner estimate", shlex.quote(net)]
     parts += [x for args in head for x in args] + model + [x for args in tail for x in args]
