@@ -206,3 +206,27 @@ def test_every_layer_costs_time_under_the_modern_rules(name):
             assert t.act_b[i, 0] > 0 and t.kernels[i, 0] >= 1, s.name
             fwd = vision.costs(s)["fwd"]
             assert (t.tc[i, 0], t.vec[i, 0]) == (fwd.tc, fwd.vec), s.name
+
+
+@pytest.mark.parametrize("name", NETS)
+def test_auto_optimizer_is_the_published_recipes(name):
+    """torchvision's recipes train ViT-B/16, ConvNeXt and Swin with AdamW (its spec cites
+    ``--opt adamw``); the others state none and keep the CNN default, momentum."""
+    from planner.request import defaults
+
+    published = catalog.training(name).optimizer
+    assert published == ("adam" if name in ("vit_b_16", "convnext_tiny", "convnext_base", "swin_t") else "")
+    if published:
+        assert "--opt adamw" in catalog.zoo_info()[name]["training"]["source"]
+    assert defaults.optimizer("auto", False, published) == (published or "momentum")
+    assert defaults.optimizer("sgd", False, published) == "sgd"
+
+
+def test_a_bad_published_optimizer_is_refused_in_one_line():
+    from planner import training_defaults
+    from planner.errors import CatalogError
+
+    with pytest.raises(
+        CatalogError, match=r"net 'x': training.optimizer = 'lamb' \(want one of sgd, momentum, adam\)"
+    ):
+        training_defaults.parse("x", {"training": {"optimizer": "lamb"}})

@@ -68,7 +68,8 @@ def estimate(req: EstimateRequest) -> list[dict]:
     costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, req.seq_len, req.image_size)
     llm = description(costs)
     precision = _precision(req, info, llm is not None)
-    req = replace(req, optimizer=defaults.optimizer(req.optimizer, llm is not None))
+    published = str(costs.net.meta.get("training", {}).get("optimizer", ""))
+    req = replace(req, optimizer=defaults.optimizer(req.optimizer, llm is not None, published))
     model = CostModel.of(
         req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader), req.stack
     ).for_net(costs.net.meta)

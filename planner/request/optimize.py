@@ -391,4 +391,7 @@ def _resolved(req: OptimizeRequest, costs, spec_seq: int) -> tuple[OptimizeReque
             int(costs.net.meta["model"]["seq_len"]),
             spec_seq,
         )
-    return replace(req, optimizer=defaults.optimizer(req.optimizer, llm), global_batch=batch), source
+    published = str(costs.net.meta.get("training", {}).get("optimizer", ""))
+    return replace(
+        req, optimizer=defaults.optimizer(req.optimizer, llm, published), global_batch=batch
+    ), source
