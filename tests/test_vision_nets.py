@@ -230,3 +230,17 @@ def test_a_bad_published_optimizer_is_refused_in_one_line():
         CatalogError, match=r"net 'x': training.optimizer = 'lamb' \(want one of sgd, momentum, adam\)"
     ):
         training_defaults.parse("x", {"training": {"optimizer": "lamb"}})
+
+
+def test_a_description_alone_is_a_spec_file(tmp_path, capsys):
+    """A user's vision spec needs no generated layers: ConvNeXt-T from six lines."""
+    import json
+
+    from planner.cli import main
+
+    desc = {"family": "convnext", "depths": [3, 3, 9, 3], "dims": [96, 192, 384, 768], "image_size": 224}
+    path = tmp_path / "my_convnext.json"
+    path.write_text(json.dumps({"name": "mine", "vision": desc}))
+    assert _params(catalog.load_net(str(path), "modern")) == TORCHVISION["convnext_tiny"][0]
+    assert main(["estimate", str(path), "--workers", "1", "--image-size", "288", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["image_size"] == 288
