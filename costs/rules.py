@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from costs.specs.transformer import TYPES as _TRANSFORMER_TYPES
+from costs.specs.vision import TYPES as _VISION_TYPES
 
 # Layer types of PALEO's initial release (paleo-model.md §E.1).
 _TYPES_2016 = frozenset({"Input", "Convolution", "Pooling", "AvgPool", "Dropout", "Concatenate", "Softmax"})
@@ -114,7 +115,7 @@ PALEO_2016 = Rules(
 PLANNER = Rules(
     name="planner",
     description="PALEO with its defects fixed: decimal units, GEMM-cost gradients, update with PPP",
-    layer_types=_TYPES_2018 | _TRANSFORMER_TYPES,
+    layer_types=_TYPES_2018 | _TRANSFORMER_TYPES | _VISION_TYPES,
     read_padded_input=False,
     tf_same_padding=True,
     symmetric_odd_fix=True,

@@ -362,37 +362,35 @@ def training(name: str) -> training_defaults.TrainingDefaults:
 
 
 @lru_cache(maxsize=64)
-def _net(path: str, rules_name: str, seq_len: int | None = None):
+def _net(path: str, rules_name: str, seq_len: int | None = None, image_size: int | None = None):
     from costs.rules import get_rules
     from costs.specs import hf_config
     from costs.specs.graph import build_net, load_spec
+    from costs.specs.vision_nets import resized
 
     spec = load_spec(path)
     if hf_config.is_hf_config(spec):  # a Hugging Face config.json: build its layers
         spec = hf_config.to_spec(spec, Path(path).name)
-    if seq_len is not None:  # None: the spec's own; 0 or less is refused by with_seq_len
-        from costs.specs.transformer_spec import with_seq_len
-
-        spec = with_seq_len(spec, seq_len, Path(path).name)
+    spec = resized(spec, Path(path).name, seq_len, image_size)  # None: the spec's own
     return build_net(spec, Path(path).name, get_rules(rules_name))
 
 
-def load_net(name: str, rules: str, seq_len: int | None = None):
+def load_net(name: str, rules: str, seq_len: int | None = None, image_size: int | None = None):
     """Parse a zoo net or spec file under a rule set (cached), a transformer at ``seq_len``."""
-    return _net(str(net_path(name)), rules, seq_len)
+    return _net(str(net_path(name)), rules, seq_len, image_size)
 
 
 @lru_cache(maxsize=64)
-def _costs(path: str, rules_name: str, algorithm: str, seq_len: int | None = None):
+def _costs(path: str, rules_name: str, algorithm: str, seq_len: int | None = None, image_size=None):
     from costs.rules import get_rules
     from costs.specs import coefficients
 
-    return coefficients.build(_net(path, rules_name, seq_len), get_rules(rules_name), algorithm)
+    return coefficients.build(_net(path, rules_name, seq_len, image_size), get_rules(rules_name), algorithm)
 
 
-def net_costs(name: str, rules: str, algorithm: str = "gemm", seq_len: int | None = None):
-    """Per-layer cost coefficients of a net (cached per net, rules, algorithm, sequence length)."""
-    return _costs(str(net_path(name)), rules, algorithm, seq_len)
+def net_costs(name: str, rules: str, algorithm: str = "gemm", seq_len: int | None = None, image_size=None):
+    """Per-layer cost coefficients of a net (cached per net, rules, algorithm, length, image px)."""
+    return _costs(str(net_path(name)), rules, algorithm, seq_len, image_size)
 
 
 def profile_data(name: str) -> dict:

@@ -25,7 +25,15 @@ from planner.errors import CatalogError
 
 _POSITIVE_INT = ("dataset_size", "global_batch", "seq_len", "global_batch_tokens", "tokens")
 _POSITIVE_NUMBER = ("epochs",)
-_TEXT = ("dataset", "source", "global_batch_source", "global_batch_tokens_source", "training_note")
+_TEXT = (
+    "dataset",
+    "source",
+    "global_batch_source",
+    "global_batch_tokens_source",
+    "training_note",
+    "optimizer",
+)
+OPTIMIZERS = ("sgd", "momentum", "adam")  # a published recipe's optimizer (AdamW keeps Adam's state)
 KEYS = _POSITIVE_INT + _POSITIVE_NUMBER + _TEXT
 # a published tokens-per-step figure may be rounded to two or three significant digits
 BATCH_TOKENS_TOLERANCE = 0.025
@@ -54,6 +62,7 @@ class TrainingDefaults:
     global_batch_source: str = ""
     global_batch_tokens_source: str = ""
     note: str = ""  # what was not published, and what the defaults do instead
+    optimizer: str = ""  # the published recipe's optimizer, cited in ``source``; "" when not stated
 
 
 def _bad(net: str, key: str, value, want: str) -> CatalogError:
@@ -83,6 +92,8 @@ def _values(net: str, training) -> dict:
             out[key] = value
         else:
             out[key] = _number(net, key, value, key in _POSITIVE_INT)
+    if out.get("optimizer", OPTIMIZERS[0]) not in OPTIMIZERS:
+        raise _bad(net, "optimizer", out["optimizer"], f"one of {', '.join(OPTIMIZERS)}")
     for key, cite in _NEEDS_SOURCE.items():
         if key in out and cite not in out:
             raise CatalogError(f"net '{net}': training.{key} = {out[key]} has no training.{cite}")
@@ -133,6 +144,7 @@ def parse(net: str, spec: dict) -> TrainingDefaults:
         global_batch_source=v.get("global_batch_source", ""),
         global_batch_tokens_source=v.get("global_batch_tokens_source", ""),
         note=v.get("training_note", ""),
+        optimizer=v.get("optimizer", ""),
     )
 
 

@@ -270,7 +270,9 @@ def test_model_parallel_order():
 def test_zoo_nets_are_topologically_ordered():
     from planner import catalog
 
-    transformers = catalog.zoo_transformers()
+    transformers = catalog.zoo_transformers() + [
+        n for n, spec in catalog.zoo_info().items() if "vision" in spec
+    ]
     for name in catalog.zoo():
         net = catalog.load_net(name, "planner" if name in transformers else "paleo-2018")
         assert_topological(net)

@@ -16,7 +16,7 @@ import pytest
 from costs.errors import SpecError
 from costs.model import layer_times
 from costs.rules import PALEO_2016, PALEO_2018, RULES
-from costs.specs import coefficients, layers, transformer
+from costs.specs import coefficients, layers, transformer, vision
 from costs.specs.graph import build_net
 from costs.specs.layers import KINDS, PHASES
 from planner import catalog
@@ -164,8 +164,9 @@ def _phase_sums(s, n, rules=PALEO_2018, algorithm="gemm"):
 
 def test_cases_cover_every_registered_type():
     # Transformer types take (seq, d) inputs and only the planner and modern rules: their
-    # cases are in tests/test_transformer_counts.py, which covers every one of them.
-    assert {c.type for c in CASES} == set(KINDS) - transformer.TYPES
+    # cases are in tests/test_transformer_counts.py, which covers every one of them; the vision
+    # types' in tests/test_vision_nets.py.
+    assert {c.type for c in CASES} == set(KINDS) - transformer.TYPES - vision.TYPES
 
 
 def test_registry_is_exactly_the_rule_set_types():
@@ -438,7 +439,14 @@ def _fft_eligible(s) -> bool:
     return int(strides[1]) == 1 and int(strides[2]) == 1 and not (kh == 1 and kw == 1)
 
 
-@pytest.mark.parametrize("name", sorted(set(catalog.zoo()) - set(catalog.zoo_transformers())))
+@pytest.mark.parametrize(
+    "name",
+    sorted(
+        set(catalog.zoo())
+        - set(catalog.zoo_transformers())
+        - {n for n, spec in catalog.zoo_info().items() if "vision" in spec}
+    ),
+)
 def test_fft_only_for_stride_1_non_1x1_convolutions(name):
     """The FFT variant differs from GEMM exactly on stride-1, non-1x1 (de)convolutions."""
     net = catalog.load_net(name, "paleo-2018")

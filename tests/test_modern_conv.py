@@ -88,7 +88,15 @@ def test_winograd_only_on_3x3_stride1_convolutions(name):
             and "data" not in s.layer.parents
         )
         assert np.all(t.wino[i] == (1.0 if want else 0.0)), s.name
-        if s.type not in ("Convolution", "InnerProduct", "Linear", "LMHead", "MoE"):
+        if s.type not in (
+            "Convolution",
+            "InnerProduct",
+            "Linear",
+            "LMHead",
+            "MoE",
+            "Conv2D",
+            "SqueezeExcite",
+        ):
             assert np.all(t.gn[i] == 0), s.name  # no GEMM shape, utilisation 1
 
 

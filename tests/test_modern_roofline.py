@@ -19,7 +19,7 @@ from costs.hardware import PRECISIONS, auto_precision
 from costs.model import evaluate, plans
 from costs.modern import roofline
 from costs.rules import MODERN
-from costs.specs import transformer
+from costs.specs import transformer, vision
 from costs.specs.graph import build_net
 from costs.specs.layers import KINDS
 from planner import catalog
@@ -115,8 +115,9 @@ def _every_type_net():
 def test_every_registered_layer_type_costs_time():
     net = _every_type_net()
     types = {s.type for s in net.layers}
-    # Every type but the transformer ones (tests/test_transformer_counts.py covers those).
-    assert types == (set(KINDS) & MODERN.layer_types) - transformer.TYPES
+    # Every type but the transformer and vision ones (tests/test_transformer_counts.py and
+    # tests/test_vision_nets.py cover those).
+    assert types == (set(KINDS) & MODERN.layer_types) - transformer.TYPES - vision.TYPES
     from costs.specs.coefficients import build
 
     t = roofline.build(net, build(net, MODERN).params)

@@ -22,7 +22,11 @@ from planner.search.scored import TIE, pareto_mask
 # The CNNs: their default spaces are small enough to enumerate at every budget. Transformer
 # spaces (tensor, pipeline, ZeRO, recomputation axes) are searched, and checked against
 # enumeration where it is affordable (test_transformer_search_within_two_percent...).
-ZOO = sorted(set(catalog.zoo()) - set(catalog.zoo_transformers()))
+ZOO = sorted(
+    set(catalog.zoo())
+    - set(catalog.zoo_transformers())
+    - {n for n, spec in catalog.zoo_info().items() if "vision" in spec}
+)
 
 
 def test_llama3_70b_cannot_train_on_8_h100s_in_one_line():

@@ -16,7 +16,11 @@ from planner.profile.builder import SpecModel, batch, param_count  # noqa: E402
 from planner.report.summary import summarize  # noqa: E402
 from planner.request import defaults  # noqa: E402
 
-CNNS = sorted(set(catalog.zoo()) - set(catalog.zoo_transformers()))
+CNNS = sorted(
+    set(catalog.zoo())
+    - set(catalog.zoo_transformers())
+    - {n for n, spec in catalog.zoo_info().items() if "vision" in spec}
+)
 TRANSFORMERS = sorted(catalog.zoo_transformers())
 
 # A small net with every CNN layer type (odd sizes: TensorFlow's SAME pads one more row after).

@@ -25,7 +25,11 @@ from planner.result.optimize import _certified
 from planner.search import certify, valid
 from planner.search.scored import Scored, best_index, exhaustive
 
-CNNS = sorted(set(catalog.zoo()) - set(catalog.zoo_transformers()))
+CNNS = sorted(
+    set(catalog.zoo())
+    - set(catalog.zoo_transformers())
+    - {n for n, spec in catalog.zoo_info().items() if "vision" in spec}
+)
 LLM_GPUS = "H100_SXM,A100_80GB,MI300X"
 FACTORS = (0.9, 1.02, 1.5, 4.0)  # deadlines as multiples of the fastest plan's time to train
 

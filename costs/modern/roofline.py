@@ -58,7 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from costs.modern import tiling
-from costs.specs import transformer
+from costs.specs import transformer, vision
 from costs.specs.graph import Net, ShapedLayer
 from costs.specs.layers import PHASES
 from costs.specs.nodes import prod
@@ -206,10 +206,11 @@ def _elementwise_like(acc: _Acc, s: ShapedLayer) -> None:
     # Reshape: a view, no kernel
 
 
-def _transformer(acc: _Acc, s: ShapedLayer) -> None:
-    """A transformer layer's counts (:mod:`costs.specs.transformer`) as roofline terms; weights are
-    cast to 16 bits for the forward and their gradients back to fp32, as for InnerProduct."""
-    for name, c in transformer.costs(s).items():
+def _transformer(acc: _Acc, s: ShapedLayer, costs=transformer.costs) -> None:
+    """A transformer (or vision, :mod:`costs.specs.vision`) layer's counts as roofline terms;
+    weights are cast to 16 bits for the forward and their gradients back to fp32, as for
+    InnerProduct."""
+    for name, c in costs(s).items():
         p = PHASES.index(name)
         acc.add(p, tc=c.tc, vec=c.vec, act_b=c.act, act_a=c.weights, fixed=c.fixed, kernels=c.kernels)
         if c.gemm is not None:
@@ -231,6 +232,9 @@ def build(net: Net, params: np.ndarray) -> ModernTerms:
         elif s.type in transformer.TYPES:
             _transformer(acc, s)
             tensors[i] = transformer.param_tensors(s)
+        elif s.type in vision.TYPES:
+            _transformer(acc, s, vision.costs)
+            tensors[i] = vision.param_tensors(s)
         else:
             _elementwise_like(acc, s)
         if _implied_activation(s, kids):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from costs.errors import SpecError
-from costs.specs import conv, transformer
+from costs.specs import conv, transformer, vision
 from costs.specs.conv import F32, Work
 from costs.specs.nodes import Layer, Shape, ShapedLayer, one_input, prod
 
@@ -300,6 +300,8 @@ KINDS: dict[str, LayerKind] = {
     "UpSampling2D": LayerKind(_upsample_shape),
     # Transformers (costs/specs/transformer.py): the planner and modern rule sets only.
     **{name: LayerKind(k.shape, k.params, transformer.work) for name, k in transformer.KINDS.items()},
+    # Today's vision nets (costs/specs/vision.py): the planner and modern rule sets only.
+    **{name: LayerKind(k.shape, k.params, vision.work) for name, k in vision.KINDS.items()},
 }
 
 

@@ -8,7 +8,16 @@ import typer
 
 from planner.cli import model_options as host
 from planner.cli.app import app
-from planner.cli.model_options import Calibration, DataLoader, MemoryHeadroom, PppComm, PppComp, Rules, Stack
+from planner.cli.model_options import (
+    Calibration,
+    DataLoader,
+    ImageSize,
+    MemoryHeadroom,
+    PppComm,
+    PppComp,
+    Rules,
+    Stack,
+)
 from planner.cli.options import ConvAlg, Fmt, Parallel, Precision, RulesOpt, Scaling, SchemeOpt, What
 from planner.request import defaults
 
@@ -138,6 +147,7 @@ def estimate(
     seq_len: Annotated[
         int | None, typer.Option(help="Transformers: sequence length (default: the model's).")
     ] = None,
+    image_size: ImageSize = None,
     pue: Annotated[
         float | None, typer.Option(help="Data-centre PUE for energy (default 1.58, see configs/energy.toml).")
     ] = None,
@@ -271,6 +281,7 @@ def _estimate_request(o: dict):
             microbatch=o["microbatch"],
             global_batch=o["global_batch"],
             seq_len=o["seq_len"],
+            image_size=o["image_size"],
             pue=o["pue"],
             grid_intensity=o["grid_intensity"],
         )

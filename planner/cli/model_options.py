@@ -38,6 +38,13 @@ DataLoader = Annotated[
         "decoding), none; auto: cpu for image sets read from storage (ImageNet), none otherwise."
     ),
 ]
+ImageSize = Annotated[
+    int | None,
+    typer.Option(
+        help="Vision nets (efficientnet, convnext, vit, swin): input side in px, square (default: the net's "
+        "published size); FLOPs, activations and the loader's per-image work follow it."
+    ),
+]
 Stack = Annotated[
     str | None,
     typer.Option(

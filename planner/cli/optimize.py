@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli import model_options as host
+from planner.cli import model_options
 from planner.cli.app import app
 from planner.cli.model_options import Calibration, DataLoader, MemoryHeadroom, PppComm, PppComp, Rules
 from planner.cli.options import ConvAlg, Fmt, RulesOpt
@@ -113,6 +113,7 @@ def optimize(
     ] = None,
     min_global_batch: Annotated[int, typer.Option(help="Smallest global batch.")] = 1,
     memory_headroom: MemoryHeadroom = None,
+    image_size: model_options.ImageSize = None,
     optimizer: Annotated[
         str, typer.Option(help="Optimizer state kept per parameter: sgd, momentum or adam.")
     ] = defaults.OPTIMIZER,
@@ -137,9 +138,9 @@ def optimize(
     rules: Rules = RulesOpt(defaults.RULES),
     calibration: Calibration = None,
     data_loader: DataLoader = defaults.DATA_LOADER,
-    instance: host.Instance = None,
-    cpu_cores_per_gpu: host.CpuCoresPerGpu = None,
-    nics: host.Nics = None,
+    instance: model_options.Instance = None,
+    cpu_cores_per_gpu: model_options.CpuCoresPerGpu = None,
+    nics: model_options.Nics = None,
     conv_algorithm: Annotated[ConvAlg, typer.Option(help="Convolution cost model.")] = ConvAlg.gemm,
     trials: Annotated[int, typer.Option(help="Optuna trials (total, counting a resumed study's).")] = 200,
     timeout: Annotated[
@@ -250,6 +251,7 @@ def _optimize_request(opts: dict):
         dataset_size=opts["dataset_size"],
         global_batch=opts["global_batch"],
         seq_len=opts.get("seq_len"),
+        image_size=opts.get("image_size"),
         tokens=opts.get("tokens"),
         global_batch_tokens=opts.get("global_batch_tokens"),
         memory_headroom=opts.get("memory_headroom"),

@@ -65,10 +65,11 @@ def estimate(req: EstimateRequest) -> list[dict]:
     validate(req)
     info = catalog.device(req.device)
     net_info = catalog.network(req.network)
-    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, seq_len=req.seq_len)
+    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, req.seq_len, req.image_size)
     llm = description(costs)
     precision = _precision(req, info, llm is not None)
-    req = replace(req, optimizer=defaults.optimizer(req.optimizer, llm is not None))
+    published = str(costs.net.meta.get("training", {}).get("optimizer", ""))
+    req = replace(req, optimizer=defaults.optimizer(req.optimizer, llm is not None, published))
     host = estimate_host(req, net_info)
     model = CostModel.of(
         req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader), req.stack
@@ -76,9 +77,12 @@ def estimate(req: EstimateRequest) -> list[dict]:
     if llm is not None or not req.model_parallel:  # a CNN with --tp: the error below says why
         check_stack(req, model)
     records = _estimate(req, costs, model, info, net_info, precision, llm)
+    vision = costs.net.meta.get("vision")
     for rec in records:  # every answer names its stack (None under PALEO's rules)
         rec["stack"] = model.stack
         rec.update(model.host_record(0, req.gpus_per_node) if model.modern else {})
+        if vision:  # and a vision net the input size it is costed at
+            rec["image_size"] = int(vision["image_size"])
         if "total_ms_range" in rec:
             rec["interval_kind"] = model.interval_kind
     return records

@@ -51,6 +51,7 @@ class CostModel:
     stack_profiles: tuple = field(default=(), compare=False)  # the profile of each of ``stacks``
     # planner.hosts.HostArrays of the plans' device rows (None: every plan on the assumed host)
     hosts: object = field(default=None, compare=False)
+    image_scale: float = 1.0  # pixels per image over the net's published size (--image-size)
 
     @classmethod
     def of(
@@ -83,16 +84,21 @@ class CostModel:
         if self.loader not in _LOADER_ENTRY:
             return float("inf")
         rate = catalog.loader_rates()[_LOADER_ENTRY[self.loader]]
+        # The cited rates are for each net's published input size. Assumption: a loader's
+        # per-image work (resize, crop, flip, normalise, copy to the GPU) grows with the output
+        # pixels; JPEG decoding, which follows the stored image, does not, so this overstates the
+        # change for a size far from the published one.
         if "samples_per_s_per_core" in rate:
-            return rate["samples_per_s_per_core"] * catalog.host_cores_per_gpu()
-        return rate["samples_per_s_per_gpu"]
+            return rate["samples_per_s_per_core"] * catalog.host_cores_per_gpu() / self.image_scale
+        return rate["samples_per_s_per_gpu"] / self.image_scale
 
     def loader_rates(self, device, gpus_per_node) -> tuple[np.ndarray, np.ndarray]:
         """(samples/s per GPU its loader sustains, GPU seconds per sample spent decoding on the
         SMs) of plans on device rows ``device`` in nodes of ``gpus_per_node`` (planner.loaders)."""
         from planner import loaders
 
-        return loaders.per_plan(self.loader, self.hosts, device, gpus_per_node)
+        rate, decode = loaders.per_plan(self.loader, self.hosts, device, gpus_per_node)
+        return rate / self.image_scale, decode * self.image_scale  # see loader_per_gpu
 
     @property
     def modern(self) -> bool:
@@ -113,6 +119,9 @@ class CostModel:
         from planner.stacks.runs import profile as stack_profile
 
         family = registry.family_of(meta)
+        vision = meta.get("vision") or {}
+        if vision.get("native_image_size"):
+            self = replace(self, image_scale=(vision["image_size"] / vision["native_image_size"]) ** 2)
         if not self.modern:
             return replace(self, family=family, hosts=hosts)
         names = registry.parse_choice(self.stack, family)
@@ -198,6 +207,9 @@ class CostModel:
 
         host = self.hosts.at(g, gpus_per_node) if self.hosts is not None else None
         rec = loaders.describe(self.loader, self.hosts, g, gpus_per_node)
+        if "loader_samples_s_per_gpu" in rec and self.image_scale != 1.0:  # --image-size
+            rec["loader_samples_s_per_gpu"] /= self.image_scale
+            rec["loader"] += f", at {self.image_scale:.2f}x the published pixels per image"
         if host is None:
             return rec
         return {

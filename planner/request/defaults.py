@@ -27,8 +27,9 @@ FP8_CNN = (
 )
 
 
-def optimizer(name: str, transformer: bool) -> str:
-    """The optimizer ``auto`` stands for: adam for a transformer, momentum otherwise."""
+def optimizer(name: str, transformer: bool, published: str = "") -> str:
+    """The optimizer ``auto`` stands for: the net's published one (its spec's training
+    section), else adam for a transformer, momentum otherwise."""
     if name != "auto":
         return name
-    return "adam" if transformer else "momentum"
+    return published or ("adam" if transformer else "momentum")

@@ -58,6 +58,7 @@ class EstimateRequest:
     microbatch: int | None = None  # sequences per GPU per microbatch (None: --batch's)
     global_batch: int | None = None  # sequences per step; sets the microbatches per step
     seq_len: int | None = None  # None: the model's
+    image_size: int | None = None  # vision nets: px a side; None: the net's
     memory_headroom: float | None = None  # share of GPU memory a plan may fill; None: the default
 
     @property
@@ -178,6 +179,7 @@ def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
         calibration=data.get("calibration"),
         **_model_keys(data),
         **_llm_keys(data),
+        image_size=int(data["image_size"]) if data.get("image_size") is not None else None,
         stack=data.get("stack"),
     )
 

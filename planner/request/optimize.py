@@ -59,6 +59,7 @@ class OptimizeRequest:
     dataset_size: int | None = None
     global_batch: int | None = None  # None: the net's (transformers), else free
     seq_len: int | None = None  # transformers: None is the model's
+    image_size: int | None = None  # vision nets: px a side; None is the net's
     tokens: str | None = None  # transformers: training tokens ("15T", "2e12"); None: the net's
     global_batch_tokens: str | None = None  # transformers: tokens per optimizer step ("4M")
     memory_headroom: float | None = None  # share of GPU memory a plan may fill; None: the default
@@ -120,6 +121,7 @@ class Problem:
 def request_dict(req: OptimizeRequest) -> dict:
     """The request as plain data for run records: lists for tuples, axis options as keys."""
     data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items() if k != "axes"}
+    data = {k: v for k, v in data.items() if k != "image_size" or v is not None}  # recorded when set
     return {**data, **dict(req.axes)}
 
 
@@ -287,7 +289,7 @@ def validate(req: OptimizeRequest) -> Problem:
     if not gpus:
         raise BadInput(f"no device has a {what} in prices.toml (see `planner list prices`)")
     net_info = catalog.network(req.network)
-    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, seq_len=req.seq_len)
+    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, req.seq_len, req.image_size)
     llm = description(costs)
     if req.precision == "fp8" and llm is None:
         raise BadInput(defaults.FP8_CNN)
@@ -355,4 +357,7 @@ def _resolved(req: OptimizeRequest, costs, spec_seq: int) -> tuple[OptimizeReque
             int(costs.net.meta["model"]["seq_len"]),
             spec_seq,
         )
-    return replace(req, optimizer=defaults.optimizer(req.optimizer, llm), global_batch=batch), source
+    published = str(costs.net.meta.get("training", {}).get("optimizer", ""))
+    return replace(
+        req, optimizer=defaults.optimizer(req.optimizer, llm, published), global_batch=batch
+    ), source

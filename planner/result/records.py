@@ -86,6 +86,8 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
     )
     rec.update(_owned_fields(scorer, g, m))
     rec.update(_transformer_fields(scorer, m))
+    if "vision" in scorer.costs.net.meta:  # the input size the plan is costed at
+        rec["image_size"] = int(scorer.costs.net.meta["vision"]["image_size"])
     vals = scorer.objective_values(m, objectives)[:, 0]
     rec["objective"] = float(vals[0]) if len(vals) == 1 else [float(v) for v in vals]
     cons = scorer.limits.values(m)[:, 0]
@@ -166,6 +168,12 @@ def _number(v) -> float | None:
     return None if math.isnan(v) else float(v)
 
 
+def _input_args(rec: dict) -> list[str]:
+    """The sample's size a plan is costed at: a transformer's sequence, a vision net's image."""
+    out = [f"--seq-len {rec['seq_len']}"] if "seq_len" in rec else []
+    return out + ([f"--image-size {rec['image_size']}"] if "image_size" in rec else [])
+
+
 def estimate_command(scorer: Scorer, rec: dict) -> str:
     """The `planner estimate` call that reproduces this plan's iteration time: each axis's
     options, the model's options, then the options of axes that come last."""
@@ -173,8 +181,7 @@ def estimate_command(scorer: Scorer, rec: dict) -> str:
     tail = [a.estimate_args(rec) for a in AXES if a.estimate_tail]
     model = _model_args(scorer, rec)
     model.append(f"--conv-algorithm {scorer.costs.algorithm}")
-    if "seq_len" in rec:
-        model.append(f"--seq-len {rec['seq_len']}")
+    model += _input_args(rec)
     net = scorer.net_arg or scorer.costs.net.source.removesuffix(".json")
     parts = ["planner estimate", shlex.quote(net)]
     parts += [x for args in head for x in args] + model + [x for args in tail for x in args]
