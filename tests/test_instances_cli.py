@@ -109,3 +109,22 @@ def test_list_instances_cites_every_row(capsys, tmp_path):
     rows = json.loads(out)
     assert {r["id"] for r in rows} == set(hosts.instances())
     assert all("http" in r["source"] and r["date"] for r in rows)
+
+
+def test_sweep_spec_takes_host_options(tmp_path):
+    from planner.request.optimize import validate
+    from planner.sweep.spec import SweepSpecError, load
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: s\ntrials: 8\ngrid:\n  cpu_cores_per_gpu: [4, 12]\noptions:\n  net: resnet50\n"
+        "  budget: 16gpus\n  instance: aws/p4d.24xlarge\n  nics: 2\n"
+    )
+    cells = load(path, tmp_path / "r").cells()
+    assert sorted(c.request.cpu_cores_per_gpu for c in cells) == [4, 12]
+    prob = validate(cells[0].request)
+    assert prob.gpus == ("A100_40GB",) and prob.hosts.at(0, 8).id == "aws/p4d.24xlarge"
+    assert prob.hosts.at(0, 8).nics == 2.0
+    path.write_text("name: s\ntrials: 8\ngrid:\n  net: [resnet50]\noptions:\n  budget: 8gpus\n  nics: two\n")
+    with pytest.raises(SweepSpecError, match="nics"):
+        load(path, tmp_path / "r")
