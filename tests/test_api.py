@@ -227,7 +227,7 @@ def test_results_are_frozen_and_typed(alexnet):
     assert best.nodes * best.gpus_per_node == best.gpus and best.dp * best.tp * best.pp == best.gpus
     assert alexnet.objectives == ("time",) and alexnet.front == ()
     assert len(alexnet.alternatives) == 5 and alexnet.why
-    assert alexnet.search["method"] == "enumeration" and alexnet.search["valid_plans"] == 47_568
+    assert alexnet.search["method"] == "enumeration" and alexnet.search["valid_plans"] == 37_920
 
 
 def test_out_writes_what_the_command_writes(tmp_path):
