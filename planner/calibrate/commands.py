@@ -81,32 +81,112 @@ def _stack_runs(name: str, files: list[str]) -> tuple[list[measurements.Run], st
     return kept, note, fw.files, {"stack": name}
 
 
+@dataclass(frozen=True)
+class Prior:
+    """The profile a fit refines: ``name`` (a stack, or ``default``), where it comes from, and
+    why none is used (``note``) when the fit starts from the cited defaults."""
+
+    profile: profile.Profile
+    name: str | None = None
+    origin: str = ""
+    note: str = ""
+
+
+def _family(net: str) -> str:
+    from planner import catalog
+    from planner.stacks.registry import family_of
+
+    return "cnn" if net.endswith(".json") else family_of(catalog.net_spec(net))
+
+
+def choose_prior(files: list[str], runs: list[measurements.Run], stack: str | None) -> Prior:
+    """What a user's fit refines: the shipped profile an answer would otherwise use for these
+    runs, so parameters the runs do not inform keep their shipped values. ``--stack S``: S's
+    profile; none: the default stack of the runs' net family (planner.stacks.registry.DEFAULT),
+    or the shipped default profile when the runs are of both families. No files (a refit of the
+    shipped runs), or files the profile was itself fitted on: the cited defaults, as the shipped
+    profiles were fitted (a prior fitted on the same runs would count them twice)."""
+    from planner.stacks import registry
+    from planner.stacks.runs import profile as stack_profile
+
+    if not files:
+        return Prior(profile.EMPTY)
+    families = {_family(r.net) for r in runs}
+    name = stack or (registry.DEFAULT[families.pop()] if len(families) == 1 else None)
+    if name is None:
+        from planner.metrics.model import default_profile
+
+        prior = Prior(default_profile(), "default", "configs/profiles/default.toml")
+    else:
+        s = registry.get(name)
+        where = s.path if s.user else f"configs/profiles/{s.profile}.toml"
+        prior = Prior(stack_profile(s), name, f"stack {name}, {where}")
+    shared = sorted(
+        {_display(f) for f in files} & {Path(x).name for x in prior.profile.meta.get("fitted_on", [])}
+    )
+    if shared:
+        return Prior(
+            profile.EMPTY,
+            note=f"{prior.origin} was fitted on {', '.join(shared)}: refitted from the cited defaults "
+            "(a prior fitted on the same runs would count them twice)",
+        )
+    return prior
+
+
+def _prior_lines(prior: Prior, c: Calibration) -> list[str]:
+    """What the fit started from, its parameters, and the errors before and after it."""
+    explain = [
+        "Fit (scales multiply the cited defaults of configs/efficiencies.toml; 'data said' is how much",
+        "the data narrowed each parameter beyond its prior):",
+    ]
+    before = []
+    if prior.name is None:
+        start = [f"Prior: the cited defaults ({prior.note})." if prior.note else "Prior: the cited defaults."]
+    else:
+        start = [
+            f"Prior: {prior.origin}. Parameters these runs exercise start there and are pulled toward it;",
+            "every other parameter keeps its value (a maximum a posteriori fit, log-normal prior).",
+        ]
+        explain[-1] = (
+            "the data narrowed each parameter beyond its prior, that profile's value or the cited default):"
+        )
+        s = cal.summary(c.prior)
+        before = [f"Prior profile, no fit:    median APE {s['median_ape']:.1f}%, p90 {s['p90_ape']:.1f}%"]
+    d, inside = cal.summary(c.default), cal.summary(c.fit.log_residuals)
+    return [
+        *start,
+        "",
+        *explain,
+        *_fit_table(c),
+        "",
+        f"Cited defaults, no fit:   median APE {d['median_ape']:.1f}%, p90 {d['p90_ape']:.1f}%",
+        *before,
+        f"Fitted, in sample:        median APE {inside['median_ape']:.1f}%, p90 {inside['p90_ape']:.1f}%",
+    ]
+
+
 def run_calibrate(
     files: list[str], loso: bool = True, stack: str | None = None, progress=None
 ) -> CalibrateOutput:
-    """Fit a profile to the runs of ``files`` (of ``stack`` when given) and describe the fit
+    """Fit a profile to the runs of ``files`` (of ``stack`` when given), refining the shipped
+    profile they would otherwise be predicted with (:func:`choose_prior`), and describe the fit
     and its held-out error; ``progress`` hears of each fit (see :mod:`planner.calibrate.fitting`)."""
     if stack is not None:
         runs, skipped, used, extra = _stack_runs(stack, files)
     else:
         runs, skipped = _read_runs(files, measurements.FITTED)
         used, extra = [_display(f) for f in files] or list(measurements.FITTED), {}
+    prior = choose_prior(files, runs, stack)
+    if prior.name is not None:
+        extra = {**extra, "refines": prior.name}
     kw = {"progress": progress} if progress else {}
-    c = calibrate(runs, used, loso=loso, extra=extra, **kw)
+    c = calibrate(runs, used, loso=loso, extra=extra, prior=prior.profile, **kw)
     m = c.profile.meta
-    inside = cal.summary(c.fit.log_residuals)
     lines = [
         f"Calibrated the modern rule set on {m['runs']} runs from {m['sources']} sources"
         + (f" of stack {stack}" if stack else "")
         + f" (GPU generations: {', '.join(m['generations'])}).",
-        "",
-        "Fit (scales multiply the cited defaults of configs/efficiencies.toml; 'data said' is how much",
-        "the data narrowed each parameter beyond its prior):",
-        *_fit_table(c),
-        "",
-        f"Cited defaults, no fit:   median APE {cal.summary(c.default)['median_ape']:.1f}%, "
-        f"p90 {cal.summary(c.default)['p90_ape']:.1f}%",
-        f"Fitted, in sample:        median APE {inside['median_ape']:.1f}%, p90 {inside['p90_ape']:.1f}%",
+        *_prior_lines(prior, c),
     ]
     if not loso:
         lines.append("No held-out error (--no-loso): the profile's intervals are in-sample, not held-out.")
@@ -121,7 +201,14 @@ def run_calibrate(
         lines += ["", *report.render_text(data).rstrip().splitlines()]
     missing = m["not_identified"]
     if missing:
-        lines += ["", f"Not identified by these runs (kept near the defaults): {', '.join(missing)}"]
+        near = "the prior's values" if prior.name else "the defaults"
+        lines += ["", f"Not identified by these runs (kept near {near}): {', '.join(missing)}"]
+    if m.get("held_at_prior"):
+        lines += [
+            "",
+            "Held at the prior (shared by every GPU, not identified by these runs, so the GPUs they do",
+            f"not measure keep their predictions): {', '.join(m['held_at_prior'])}",
+        ]
     if skipped:
         lines += ["", f"Note: {skipped}."]
     return CalibrateOutput("\n".join(lines) + "\n", profile.to_toml(c.profile))
