@@ -228,6 +228,11 @@ def _source_error(table: RunTable, held: np.ndarray) -> dict:
     return {"held_out_sources": sources, "held_out_median_ape": medians}
 
 
+def _prior_error(table: RunTable, prior: Profile, default: np.ndarray) -> np.ndarray:
+    """(N,) log(pred / meas) under the prior profile (``default``'s when there is none)."""
+    return default if prior is EMPTY else np.log(predict(table, prior) / table.measured)
+
+
 def calibrate(
     runs,
     files: list[str],
@@ -247,7 +252,7 @@ def calibrate(
         leave_one_source_out(table, progress=progress, prior=prior) if loso else np.full(len(table), np.nan)
     )
     default = np.log(predict(table) / table.measured)
-    before = np.log(predict(table, prior) / table.measured) if prior is not EMPTY else default
+    before = _prior_error(table, prior, default)
     stats = cal.summary(held) if loso else cal.summary(f.log_residuals)
     lo, hi = cal.interval(held if loso else f.log_residuals, COVERAGE)
     meta = {

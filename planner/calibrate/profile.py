@@ -198,12 +198,14 @@ def space(runs, base: Efficiency, prior_profile: Profile = EMPTY) -> Space:
         value = getattr(base, _FIELD[name]) * 1e6 or _ZERO_PRIOR_US[name]
         add(name, value, value / 100.0, value * 100.0, OVERHEAD_SPREAD)
     arr = lambda v: np.asarray(v, dtype=float)  # noqa: E731
-    kept = Profile(
-        {k: v for k, v in prior_profile.scales.items() if k not in names},
-        {k: v for k, v in prior_profile.overheads_us.items() if k not in names},
-        {},
-    )
-    return Space(tuple(names), cal.Prior(tuple(names), arr(prior), arr(lo), arr(hi), arr(spread)), base, kept)
+    prior_ = cal.Prior(tuple(names), arr(prior), arr(lo), arr(hi), arr(spread))
+    return Space(tuple(names), prior_, base, _without(prior_profile, set(names)))
+
+
+def _without(p: Profile, names: set[str]) -> Profile:
+    """``p``'s scales and overheads other than ``names`` (what a fit of ``names`` keeps)."""
+    scales = {k: v for k, v in p.scales.items() if k not in names}
+    return Profile(scales, {k: v for k, v in p.overheads_us.items() if k not in names}, {})
 
 
 def to_toml(p: Profile) -> str:
