@@ -92,13 +92,6 @@ class Prior:
     note: str = ""
 
 
-def _family(net: str) -> str:
-    from planner import catalog
-    from planner.stacks.registry import family_of
-
-    return "cnn" if net.endswith(".json") else family_of(catalog.net_spec(net))
-
-
 def choose_prior(files: list[str], runs: list[measurements.Run], stack: str | None) -> Prior:
     """What a user's fit refines: the shipped profile an answer would otherwise use for these
     runs, so parameters the runs do not inform keep their shipped values. ``--stack S``: S's
@@ -111,7 +104,9 @@ def choose_prior(files: list[str], runs: list[measurements.Run], stack: str | No
 
     if not files:
         return Prior(profile.EMPTY)
-    families = {_family(r.net) for r in runs}
+    from planner.calibrate.spread import net_family
+
+    families = {net_family(r.net) for r in runs}
     name = stack or (registry.DEFAULT[families.pop()] if len(families) == 1 else None)
     if name is None:
         from planner.metrics.model import default_profile
@@ -235,9 +230,48 @@ def _validate_inputs(files: list[str], calibration: str | None, stack: str | Non
     return runs, skipped, prof, name, files or list(prof.meta.get("fitted_on", []))
 
 
-def run_validate(files: list[str], calibration: str | None, stack: str | None = None) -> ValidateOutput:
+def _coverage(
+    files: list[str], runs, calibration: str | None, stack: str | None, held_out: bool, progress
+) -> list[str]:
+    """The interval coverage lines of a validation (:mod:`planner.calibrate.coverage`): with a
+    stack, on its runs validated here; without, on the runs of the files given or else on every
+    shipped stack's runs, each predicted as an answer without --stack would."""
+    from planner.calibrate import coverage
+
+    kw = {"progress": progress} if progress else {}
+    if stack is not None:
+        scored = coverage.score(runs, [stack] * len(runs), stack, calibration, held_out, **kw)
+        what = f"answers with --stack {stack}" + (f" and --calibration {calibration}" if calibration else "")
+    else:
+        got, labels = coverage.attribute(files) if files else coverage.shipped_runs()
+        scored = coverage.score(got, labels, None, calibration, held_out, **kw)
+        what = (
+            f"answers with --calibration {calibration}"
+            if calibration
+            else "answers without --stack (each family's default stack, interval widened to the spread between stacks)"
+        )
+        what += f", on {'the runs of these files' if files else 'the runs of every shipped stack'}"
+    lines = coverage.text(scored, stack is not None, what)
+    if scored.in_sample.any():
+        lines.append(
+            "In-sample rows were predicted by a profile fitted on them, which flatters the interval"
+            + ("." if held_out else "; --held-out predicts them by refits without their source.")
+        )
+    return lines
+
+
+def run_validate(
+    files: list[str],
+    calibration: str | None,
+    stack: str | None = None,
+    held_out: bool = False,
+    progress=None,
+) -> ValidateOutput:
     """Error of a profile (default: the shipped one; with ``stack``, the stack's) on measured
-    runs (default: the shipped ones; with ``stack``, the stack's runs of them)."""
+    runs (default: the shipped ones; with ``stack``, the stack's runs of them), and the coverage
+    of the 80% interval an answer would print (``held_out``: refit the runs a profile was fitted
+    on without their source; ``progress`` hears of each refit)."""
+    given = list(files)
     runs, skipped, prof, name, files = _validate_inputs(files, calibration, stack)
     table = RunTable(runs, "modern")
     pred = predict(table, prof)
@@ -258,10 +292,11 @@ def run_validate(files: list[str], calibration: str | None, stack: str | None = 
         )
     if skipped:
         note = f"Note: {skipped}." + (f"\n{note}" if note else "")
-    text = report.render_text(data) + (f"\n{note}\n" if note else "")
+    cover = "\n".join(_coverage(given, runs, calibration, stack, held_out, progress)) + "\n"
+    text = report.render_text(data) + (f"\n{note}\n" if note else "") + "\n" + cover
     files_out = {
         "report.html": report.render_html(data),
-        "report.md": report.render_markdown(data) + (f"\n{note}\n" if note else ""),
+        "report.md": report.render_markdown(data) + (f"\n{note}\n" if note else "") + f"\n```\n{cover}```\n",
         "charts/scatter.svg": report.scatter_chart(data),
         "predictions.csv": render.to_csv(data["points"]),
     }

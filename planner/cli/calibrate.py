@@ -84,13 +84,34 @@ def validate(
         str | None,
         typer.Option(help="Validate this stack's profile on its runs (see `planner list stacks`)."),
     ] = None,
+    held_out: Annotated[
+        bool,
+        typer.Option(
+            "--held-out/--in-sample",
+            help="Interval coverage of runs a profile was fitted on: predict them by refits without "
+            "their source (minutes), or in-sample (default, labelled so).",
+        ),
+    ] = False,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress",
+            help="Show the --held-out refits as they end (default: on a terminal, a bar).",
+        ),
+    ] = None,
 ) -> None:
     """Prediction error against measured runs: median and p90 absolute percentage error and
-    bias per source, the worst rows, and a report with a predicted-vs-measured scatter plot."""
+    bias per source, the worst rows, and a report with a predicted-vs-measured scatter plot;
+    then the share of runs inside the 80% interval an answer would print, per stack, net family
+    and GPU generation (without --stack: as an answer that names no stack)."""
+    from contextlib import nullcontext
+
     from planner.calibrate.commands import run_validate
+    from planner.calibrate.progress import shown
     from planner.report.files import run_dir, write_atomic
 
-    v = run_validate(list(measurements or []), calibration, stack)
+    with shown(progress) if held_out else nullcontext(None) as report:
+        v = run_validate(list(measurements or []), calibration, stack, held_out=held_out, progress=report)
     typer.echo(v.text, nl=False)
     target = write_atomic(Path(out) if out else run_dir(results, "measurements", "validate"), v.files)
     typer.echo(f"Report: {target / 'report.html'} (also report.md, predictions.csv)")

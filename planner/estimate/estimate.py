@@ -79,6 +79,7 @@ def estimate(req: EstimateRequest) -> list[dict]:
         rec["stack"] = model.stack
         if "total_ms_range" in rec:
             rec["interval_kind"] = model.interval_kind
+            rec["interval_basis"] = model.interval_basis
     return records
 
 
