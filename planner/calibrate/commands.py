@@ -232,10 +232,10 @@ def _validate_inputs(files: list[str], calibration: str | None, stack: str | Non
 
 def _coverage(
     files: list[str], runs, calibration: str | None, stack: str | None, held_out: bool, progress
-) -> list[str]:
+) -> tuple[list[str], list[dict]]:
     """The interval coverage lines of a validation (:mod:`planner.calibrate.coverage`): with a
     stack, on its runs validated here; without, on the runs of the files given or else on every
-    shipped stack's runs, each predicted as an answer without --stack would."""
+    shipped stack's runs, each predicted as an answer without --stack would; and its rows."""
     from planner.calibrate import coverage
 
     kw = {"progress": progress} if progress else {}
@@ -257,7 +257,7 @@ def _coverage(
             "In-sample rows were predicted by a profile fitted on them, which flatters the interval"
             + ("." if held_out else "; --held-out predicts them by refits without their source.")
         )
-    return lines
+    return lines, coverage.rows(scored)
 
 
 def run_validate(
@@ -292,12 +292,14 @@ def run_validate(
         )
     if skipped:
         note = f"Note: {skipped}." + (f"\n{note}" if note else "")
-    cover = "\n".join(_coverage(given, runs, calibration, stack, held_out, progress)) + "\n"
+    cover_lines, cover_rows = _coverage(given, runs, calibration, stack, held_out, progress)
+    cover = "\n".join(cover_lines) + "\n"
     text = report.render_text(data) + (f"\n{note}\n" if note else "") + "\n" + cover
     files_out = {
         "report.html": report.render_html(data),
         "report.md": report.render_markdown(data) + (f"\n{note}\n" if note else "") + f"\n```\n{cover}```\n",
         "charts/scatter.svg": report.scatter_chart(data),
         "predictions.csv": render.to_csv(data["points"]),
+        "coverage.csv": render.to_csv([{**r, "group": r["group"].strip()} for r in cover_rows]),
     }
     return ValidateOutput(text, files_out)

@@ -11,7 +11,7 @@ defaults. It is then the maximum a posteriori estimate under a log-normal prior 
 profile: the same regularised least squares, with the prior term pulling each parameter the runs
 exercise toward the profile's value instead of the default (the prior-plus-data misfit of
 Tarantola and Valette, "Generalized nonlinear inverse problems solved using the least squares
-criterion", Rev. Geophys. Space Phys. 20(2), 1982, with a diagonal prior covariance in log
+criterion", Rev. Geophys. Space Phys. 20(2), 219-232, 1982, with a diagonal prior covariance in log
 space). A parameter the runs do not exercise is not varied and keeps the profile's value
 exactly; one they exercise weakly stays near it (its shrinkage in the fit table says how near).
 Folds of the leave-one-source-out refit under the same prior.
