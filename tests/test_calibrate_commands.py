@@ -75,7 +75,13 @@ def test_calibrate_then_validate(measured_csv, tmp_path):
     f.write_text(out.profile_toml)
     v = commands.run_validate([str(measured_csv)], str(f))
     assert "all sources" in v.text and "in-sample" in v.text
-    assert set(v.files) == {"report.html", "report.md", "charts/scatter.svg", "predictions.csv", "coverage.csv"}
+    assert set(v.files) == {
+        "report.html",
+        "report.md",
+        "charts/scatter.svg",
+        "predictions.csv",
+        "coverage.csv",
+    }
     # coverage of the interval the profile states, on the runs it was fitted on (no shipped stack)
     cover = v.files["coverage.csv"].splitlines()
     assert cover[0] == "group,runs,covered,kind" and cover[1].startswith("stack (none),24,")
