@@ -118,3 +118,34 @@ def test_held_out_and_widened_intervals_say_so(capsys, tmp_path):
     assert main(["estimate", *args, "--data-loader", "none", "--stack", "optimized-cnn"]) == 0
     out = capsys.readouterr().out
     assert "80% interval (held-out error of stack optimized-cnn, on CNN runs)" in out
+
+
+def test_a_generation_with_its_own_held_out_interval_widens_it():
+    """A profile states the held-out interval of each GPU generation with at least 10 runs of a
+    family; an answer on that generation takes the wider of it and the family's."""
+    from dataclasses import replace
+
+    from costs.fit import calibration as cal
+    from planner.calibrate import fitting
+    from planner.calibrate.predict import RunTable
+    from planner.calibrate.profile import generation
+
+    runs = stack_runs.select(registry.get("megatron")).runs
+    table = RunTable(runs, "modern")
+    gens = np.array([generation(r.device) for r in runs])
+    residuals = np.where(gens == "Hopper", np.linspace(-0.4, 0.3, len(runs)), 0.01)
+    got = fitting._family_error(table, residuals)
+    hopper = gens == "Hopper"
+    assert hopper.sum() == 15 and (~hopper).sum() == 11
+    lo, hi = cal.interval(residuals[hopper], fitting.COVERAGE)
+    assert got["interval_transformer_Hopper"] == [round(lo, 4), round(hi, 4)]
+    assert "interval_transformer_Ampere" in got  # 11 runs: enough
+    model = CostModel.of("modern", stack="megatron").for_net(TRANSFORMER)
+    own = model.interval
+    per_gen = {k: v for k, v in got.items() if k.startswith("interval_transformer_")}
+    wide = replace(model, profile=replace(model.profile, meta={**model.profile.meta, **per_gen}))
+    h = got["interval_transformer_Hopper"]
+    assert wide.interval_for("Hopper") == (min(own[0], h[0]), max(own[1], h[1]))
+    amp = got["interval_transformer_Ampere"]
+    assert wide.interval_for("Ampere") == (min(own[0], amp[0]), max(own[1], amp[1]))
+    assert wide.interval_for("Blackwell") == model.interval_for("Blackwell")  # unseen: the measured spread

@@ -158,11 +158,17 @@ class CostModel:
         return UNSEEN_SD_LOG.get(self.family, UNSEEN_SD_LOG["all"])
 
     def interval_for(self, generation: str) -> tuple[float, float] | None:
-        """The 80% interval of a plan on ``generation``: the profile's, widened to the spread of
-        predictions for generations a fit has not seen (:data:`UNSEEN_SD_LOG`) when it has no
-        run of that generation."""
+        """The 80% interval of a plan on ``generation``: the profile's (:attr:`interval`), widened
+        to the generation's own held-out interval where the profile states one (a fit with
+        enough runs of it), or to the spread of predictions for generations a fit has not seen
+        (:data:`UNSEEN_SD_LOG`) when it has no run of that generation."""
         interval = self.interval
-        if interval is None or self.fitted(generation):
+        if interval is None:
+            return None
+        own = self.profile.meta.get(f"interval_{self.family}_{generation.replace(' ', '_')}")
+        if own:
+            return min(interval[0], float(own[0])), max(interval[1], float(own[1]))
+        if self.fitted(generation):
             return interval
         wide = float(np.exp(Z80 * self.unseen_sd))
         return min(interval[0], 1.0 / wide), max(interval[1], wide)
