@@ -40,6 +40,8 @@ def calibrate(
 ) -> None:
     """Fit the modern rule set's efficiencies to measured runs; print the fit, the
     leave-one-source-out error per source and the parameters the runs could not identify.
+    Your runs refine the shipped profile they would otherwise be predicted with (--stack's, or
+    the default stack of their net family): what they do not measure keeps its shipped value.
     Each fit (all runs, then one per held-out source) is reported as it ends, on stderr."""
     from planner.calibrate.commands import run_calibrate
     from planner.calibrate.progress import shown
