@@ -73,6 +73,9 @@ def test_unmeasured_gpus_keep_their_shipped_predictions(no_hopper):
     assert len(hopper) == 32
     change = np.exp(_log_error(hopper, fitted) - _log_error(hopper, shipped)) - 1
     assert np.max(np.abs(change)) < 0.01
+    # and so are their intervals: optimized-cnn's held-out CNN interval, on Hopper
+    for gen in ("Hopper", "Kepler", "Pascal"):  # generations only the prior has runs of
+        assert fitted.meta[f"interval_cnn_{gen}"] == shipped.meta["interval_cnn"]
     # the Hopper scales are the shipped ones, untouched
     for key, value in shipped.scales.items():
         if ".Hopper" in key:

@@ -251,6 +251,20 @@ def _source_error(table: RunTable, held: np.ndarray) -> dict:
     return {"held_out_sources": sources, "held_out_median_ape": medians}
 
 
+def _prior_intervals(prior: Profile, table: RunTable) -> dict:
+    """A refined profile predicts the GPU generations only its prior has runs of as the prior
+    did: their intervals are the prior's (per generation where it states one, else per family),
+    so an answer on them takes the wider of those and the new fit's."""
+    mine = {generation(r.device) for r in table.runs}
+    out = {}
+    for gen in prior.meta.get("generations", []):
+        for family in FAMILIES if gen not in mine else ():
+            lohi = prior.meta.get(generation_key(family, gen)) or prior.meta.get(f"interval_{family}")
+            if lohi:
+                out[generation_key(family, gen)] = list(lohi)
+    return out
+
+
 def _prior_error(table: RunTable, prior: Profile, default: np.ndarray) -> np.ndarray:
     """(N,) log(pred / meas) under the prior profile (``default``'s when there is none)."""
     return default if prior is EMPTY else np.log(predict(table, prior) / table.measured)
@@ -296,5 +310,6 @@ def calibrate(
         **(_source_error(table, held) if loso else {}),
         "not_identified": [n for n, ok in zip(f.names, f.identified) if not ok],
         **({"held_at_prior": held_at_prior(sp)} if held_at_prior(sp) else {}),
+        **_prior_intervals(prior, table),
     }
     return Calibration(sp.profile(f.value, meta), f, table, held, default, before)
