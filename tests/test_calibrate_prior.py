@@ -154,6 +154,8 @@ def test_refits_of_shipped_runs_start_from_the_cited_defaults():
     assert commands.choose_prior([], runs, "pytorch").profile is profile.EMPTY
     same = commands.choose_prior([str(H100_EAGER)], runs, "pytorch")
     assert same.profile is profile.EMPTY and "was fitted on h100-sxm-pytorch-eager.csv" in same.note
+    asked = commands.choose_prior([str(H100_EAGER)], runs, "optimized-cnn", from_defaults=True)
+    assert asked.profile is profile.EMPTY and asked.note == "--from-defaults"
     other = commands.choose_prior([str(H100_EAGER)], runs, "optimized-cnn")
     assert other.name == "optimized-cnn" and other.profile.scales == _shipped("optimized-cnn").scales
 

@@ -92,18 +92,23 @@ class Prior:
     note: str = ""
 
 
-def choose_prior(files: list[str], runs: list[measurements.Run], stack: str | None) -> Prior:
+def choose_prior(
+    files: list[str], runs: list[measurements.Run], stack: str | None, from_defaults: bool = False
+) -> Prior:
     """What a user's fit refines: the shipped profile an answer would otherwise use for these
     runs, so parameters the runs do not inform keep their shipped values. ``--stack S``: S's
     profile; none: the default stack of the runs' net family (planner.stacks.registry.DEFAULT),
     or the shipped default profile when the runs are of both families. No files (a refit of the
     shipped runs), or files the profile was itself fitted on: the cited defaults, as the shipped
-    profiles were fitted (a prior fitted on the same runs would count them twice)."""
+    profiles were fitted (a prior fitted on the same runs would count them twice), as does
+    ``from_defaults`` (``--from-defaults``)."""
     from planner.stacks import registry
     from planner.stacks.runs import profile as stack_profile
 
     if not files:
         return Prior(profile.EMPTY)
+    if from_defaults:
+        return Prior(profile.EMPTY, note="--from-defaults")
     from planner.calibrate.spread import net_family
 
     families = {net_family(r.net) for r in runs}
@@ -161,7 +166,11 @@ def _prior_lines(prior: Prior, c: Calibration) -> list[str]:
 
 
 def run_calibrate(
-    files: list[str], loso: bool = True, stack: str | None = None, progress=None
+    files: list[str],
+    loso: bool = True,
+    stack: str | None = None,
+    progress=None,
+    from_defaults: bool = False,
 ) -> CalibrateOutput:
     """Fit a profile to the runs of ``files`` (of ``stack`` when given), refining the shipped
     profile they would otherwise be predicted with (:func:`choose_prior`), and describe the fit
@@ -171,7 +180,7 @@ def run_calibrate(
     else:
         runs, skipped = _read_runs(files, measurements.FITTED)
         used, extra = [_display(f) for f in files] or list(measurements.FITTED), {}
-    prior = choose_prior(files, runs, stack)
+    prior = choose_prior(files, runs, stack, from_defaults)
     if prior.name is not None:
         extra = {**extra, "refines": prior.name}
     kw = {"progress": progress} if progress else {}

@@ -37,6 +37,14 @@ def calibrate(
             "--progress/--no-progress", help="Show the fits as they end (default: on a terminal, a bar)."
         ),
     ] = None,
+    from_defaults: Annotated[
+        bool,
+        typer.Option(
+            "--from-defaults",
+            help="Fit from the cited defaults of configs/efficiencies.toml instead of refining the "
+            "shipped profile (GPUs the runs do not measure then lose the shipped calibration).",
+        ),
+    ] = False,
 ) -> None:
     """Fit the modern rule set's efficiencies to measured runs; print the fit, the
     leave-one-source-out error per source and the parameters the runs could not identify.
@@ -54,7 +62,9 @@ def calibrate(
 
         get(stack)
     with shown(progress) as report:
-        out = run_calibrate(list(measurements or []), loso=loso, stack=stack, progress=report)
+        out = run_calibrate(
+            list(measurements or []), loso=loso, stack=stack, progress=report, from_defaults=from_defaults
+        )
     typer.echo(out.text, nl=False)
     if output:
         target = Path(output)
