@@ -16,6 +16,7 @@ from planner.calibrate import measurements, profile, report
 from planner.calibrate.fitting import Calibration, calibrate, predict
 from planner.calibrate.predict import RunTable, predictable
 from planner.errors import BadInput
+from planner.paths import user_file
 from planner.report import render
 
 
@@ -69,7 +70,7 @@ def _stack_runs(name: str, files: list[str]) -> tuple[list[measurements.Run], st
     if files:
         fw = stack_runs.StackRuns([], [])
         for f in files:
-            got = stack_runs.select_file(stack, Path(f))
+            got = stack_runs.select_file(stack, user_file(f))
             fw = stack_runs.StackRuns(fw.runs + got, fw.files + ([_display(f)] if got else []))
     else:
         fw = stack_runs.select(stack)

@@ -160,9 +160,8 @@ def text(s: Scored, with_stack: bool, what: str) -> list[str]:
 def attribute(files: list[str]) -> tuple[list, list[str]]:
     """The runs of ``files`` and the stack each is of (the first stack whose rules keep it,
     :mod:`planner.stacks.runs`; '' for none)."""
-    from pathlib import Path
-
     from planner.calibrate import measurements
+    from planner.paths import user_file
     from planner.stacks import registry
     from planner.stacks import runs as stack_runs
 
@@ -170,7 +169,8 @@ def attribute(files: list[str]) -> tuple[list, list[str]]:
     for f in files:
         got = measurements.load(f)
         kept = {
-            name: {r.row for r in stack_runs.select_file(s, Path(f))} for name, s in registry.stacks().items()
+            name: {r.row for r in stack_runs.select_file(s, user_file(f))}
+            for name, s in registry.stacks().items()
         }
         for r in got:
             runs.append(r)
