@@ -155,7 +155,7 @@ def _estimate(req, costs, model, info, net_info, precision, llm) -> list[dict]:
             scheme=comm.SCHEME_NAMES[sch[i]],
             speedup=float(speedup[i]),
             precision=precision,
-            interval=model.interval,
+            interval=model.interval_for(str(info.raw.get("generation", ""))),
         )
         for i in range(m)
     ]
