@@ -75,7 +75,17 @@ def test_calibrate_then_validate(measured_csv, tmp_path):
     f.write_text(out.profile_toml)
     v = commands.run_validate([str(measured_csv)], str(f))
     assert "all sources" in v.text and "in-sample" in v.text
-    assert set(v.files) == {"report.html", "report.md", "charts/scatter.svg", "predictions.csv"}
+    assert set(v.files) == {
+        "report.html",
+        "report.md",
+        "charts/scatter.svg",
+        "predictions.csv",
+        "coverage.csv",
+    }
+    # coverage of the interval the profile states, on the runs it was fitted on (no shipped stack)
+    cover = v.files["coverage.csv"].splitlines()
+    assert cover[0] == "group,runs,covered,kind" and cover[1].startswith("stack (none),24,")
+    assert "Interval coverage: answers with --calibration" in v.text
     assert v.files["report.html"].count("<circle") >= 24
     lines = v.files["predictions.csv"].splitlines()
     assert len(lines) == 25 and lines[0].startswith("row,source,net")

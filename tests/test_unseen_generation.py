@@ -16,7 +16,9 @@ from planner.metrics.model import UNSEEN_SD_LOG, Z80, CostModel
 
 
 def test_unseen_interval_is_the_measured_spread():
-    model = CostModel.of("modern").for_net({"model": {}})  # a transformer's family
+    # a transformer's family, its stack named (without one the interval also covers the spread
+    # between stacks: tests/test_interval_coverage.py)
+    model = CostModel.of("modern", stack="megatron").for_net({"model": {}})
     assert model.family == "transformer" and model.unseen_sd == UNSEEN_SD_LOG["transformer"] == 0.523
     lo, hi = model.interval_for("CDNA3")
     assert hi == pytest.approx(math.exp(Z80 * 0.523)) and lo == pytest.approx(1 / hi)

@@ -16,6 +16,7 @@ from planner.calibrate import measurements, profile, report
 from planner.calibrate.fitting import Calibration, calibrate, predict
 from planner.calibrate.predict import RunTable, predictable
 from planner.errors import BadInput
+from planner.paths import user_file
 from planner.report import render
 
 
@@ -69,7 +70,7 @@ def _stack_runs(name: str, files: list[str]) -> tuple[list[measurements.Run], st
     if files:
         fw = stack_runs.StackRuns([], [])
         for f in files:
-            got = stack_runs.select_file(stack, Path(f))
+            got = stack_runs.select_file(stack, user_file(f))
             fw = stack_runs.StackRuns(fw.runs + got, fw.files + ([_display(f)] if got else []))
     else:
         fw = stack_runs.select(stack)
@@ -81,32 +82,116 @@ def _stack_runs(name: str, files: list[str]) -> tuple[list[measurements.Run], st
     return kept, note, fw.files, {"stack": name}
 
 
+@dataclass(frozen=True)
+class Prior:
+    """The profile a fit refines: ``name`` (a stack, or ``default``), where it comes from, and
+    why none is used (``note``) when the fit starts from the cited defaults."""
+
+    profile: profile.Profile
+    name: str | None = None
+    origin: str = ""
+    note: str = ""
+
+
+def choose_prior(
+    files: list[str], runs: list[measurements.Run], stack: str | None, from_defaults: bool = False
+) -> Prior:
+    """What a user's fit refines: the shipped profile an answer would otherwise use for these
+    runs, so parameters the runs do not inform keep their shipped values. ``--stack S``: S's
+    profile; none: the default stack of the runs' net family (planner.stacks.registry.DEFAULT),
+    or the shipped default profile when the runs are of both families. No files (a refit of the
+    shipped runs), or files the profile was itself fitted on: the cited defaults, as the shipped
+    profiles were fitted (a prior fitted on the same runs would count them twice), as does
+    ``from_defaults`` (``--from-defaults``)."""
+    from planner.stacks import registry
+    from planner.stacks.runs import profile as stack_profile
+
+    if not files:
+        return Prior(profile.EMPTY)
+    if from_defaults:
+        return Prior(profile.EMPTY, note="--from-defaults")
+    from planner.calibrate.spread import net_family
+
+    families = {net_family(r.net) for r in runs}
+    name = stack or (registry.DEFAULT[families.pop()] if len(families) == 1 else None)
+    if name is None:
+        from planner.metrics.model import default_profile
+
+        prior = Prior(default_profile(), "default", "configs/profiles/default.toml")
+    else:
+        s = registry.get(name)
+        where = s.path if s.user else f"configs/profiles/{s.profile}.toml"
+        prior = Prior(stack_profile(s), name, f"stack {name}, {where}")
+    shared = sorted(
+        {_display(f) for f in files} & {Path(x).name for x in prior.profile.meta.get("fitted_on", [])}
+    )
+    if shared:
+        return Prior(
+            profile.EMPTY,
+            note=f"{prior.origin} was fitted on {', '.join(shared)}: refitted from the cited defaults "
+            "(a prior fitted on the same runs would count them twice)",
+        )
+    return prior
+
+
+def _prior_lines(prior: Prior, c: Calibration) -> list[str]:
+    """What the fit started from, its parameters, and the errors before and after it."""
+    explain = [
+        "Fit (scales multiply the cited defaults of configs/efficiencies.toml; 'data said' is how much",
+        "the data narrowed each parameter beyond its prior):",
+    ]
+    before = []
+    if prior.name is None:
+        start = [f"Prior: the cited defaults ({prior.note})." if prior.note else "Prior: the cited defaults."]
+    else:
+        start = [
+            f"Prior: {prior.origin}. Parameters these runs exercise start there and are pulled toward it;",
+            "every other parameter keeps its value (a maximum a posteriori fit, log-normal prior).",
+        ]
+        explain[-1] = (
+            "the data narrowed each parameter beyond its prior, that profile's value or the cited default):"
+        )
+        s = cal.summary(c.prior)
+        before = [f"Prior profile, no fit:    median APE {s['median_ape']:.1f}%, p90 {s['p90_ape']:.1f}%"]
+    d, inside = cal.summary(c.default), cal.summary(c.fit.log_residuals)
+    return [
+        *start,
+        "",
+        *explain,
+        *_fit_table(c),
+        "",
+        f"Cited defaults, no fit:   median APE {d['median_ape']:.1f}%, p90 {d['p90_ape']:.1f}%",
+        *before,
+        f"Fitted, in sample:        median APE {inside['median_ape']:.1f}%, p90 {inside['p90_ape']:.1f}%",
+    ]
+
+
 def run_calibrate(
-    files: list[str], loso: bool = True, stack: str | None = None, progress=None
+    files: list[str],
+    loso: bool = True,
+    stack: str | None = None,
+    progress=None,
+    from_defaults: bool = False,
 ) -> CalibrateOutput:
-    """Fit a profile to the runs of ``files`` (of ``stack`` when given) and describe the fit
+    """Fit a profile to the runs of ``files`` (of ``stack`` when given), refining the shipped
+    profile they would otherwise be predicted with (:func:`choose_prior`), and describe the fit
     and its held-out error; ``progress`` hears of each fit (see :mod:`planner.calibrate.fitting`)."""
     if stack is not None:
         runs, skipped, used, extra = _stack_runs(stack, files)
     else:
         runs, skipped = _read_runs(files, measurements.FITTED)
         used, extra = [_display(f) for f in files] or list(measurements.FITTED), {}
+    prior = choose_prior(files, runs, stack, from_defaults)
+    if prior.name is not None:
+        extra = {**extra, "refines": prior.name}
     kw = {"progress": progress} if progress else {}
-    c = calibrate(runs, used, loso=loso, extra=extra, **kw)
+    c = calibrate(runs, used, loso=loso, extra=extra, prior=prior.profile, **kw)
     m = c.profile.meta
-    inside = cal.summary(c.fit.log_residuals)
     lines = [
         f"Calibrated the modern rule set on {m['runs']} runs from {m['sources']} sources"
         + (f" of stack {stack}" if stack else "")
         + f" (GPU generations: {', '.join(m['generations'])}).",
-        "",
-        "Fit (scales multiply the cited defaults of configs/efficiencies.toml; 'data said' is how much",
-        "the data narrowed each parameter beyond its prior):",
-        *_fit_table(c),
-        "",
-        f"Cited defaults, no fit:   median APE {cal.summary(c.default)['median_ape']:.1f}%, "
-        f"p90 {cal.summary(c.default)['p90_ape']:.1f}%",
-        f"Fitted, in sample:        median APE {inside['median_ape']:.1f}%, p90 {inside['p90_ape']:.1f}%",
+        *_prior_lines(prior, c),
     ]
     if not loso:
         lines.append("No held-out error (--no-loso): the profile's intervals are in-sample, not held-out.")
@@ -121,7 +206,14 @@ def run_calibrate(
         lines += ["", *report.render_text(data).rstrip().splitlines()]
     missing = m["not_identified"]
     if missing:
-        lines += ["", f"Not identified by these runs (kept near the defaults): {', '.join(missing)}"]
+        near = "the prior's values" if prior.name else "the defaults"
+        lines += ["", f"Not identified by these runs (kept near {near}): {', '.join(missing)}"]
+    if m.get("held_at_prior"):
+        lines += [
+            "",
+            "Held at the prior (shared by every GPU, not identified by these runs, so the GPUs they do",
+            f"not measure keep their predictions): {', '.join(m['held_at_prior'])}",
+        ]
     if skipped:
         lines += ["", f"Note: {skipped}."]
     return CalibrateOutput("\n".join(lines) + "\n", profile.to_toml(c.profile))
@@ -148,9 +240,48 @@ def _validate_inputs(files: list[str], calibration: str | None, stack: str | Non
     return runs, skipped, prof, name, files or list(prof.meta.get("fitted_on", []))
 
 
-def run_validate(files: list[str], calibration: str | None, stack: str | None = None) -> ValidateOutput:
+def _coverage(
+    files: list[str], runs, calibration: str | None, stack: str | None, held_out: bool, progress
+) -> tuple[list[str], list[dict]]:
+    """The interval coverage lines of a validation (:mod:`planner.calibrate.coverage`): with a
+    stack, on its runs validated here; without, on the runs of the files given or else on every
+    shipped stack's runs, each predicted as an answer without --stack would; and its rows."""
+    from planner.calibrate import coverage
+
+    kw = {"progress": progress} if progress else {}
+    if stack is not None:
+        scored = coverage.score(runs, [stack] * len(runs), stack, calibration, held_out, **kw)
+        what = f"answers with --stack {stack}" + (f" and --calibration {calibration}" if calibration else "")
+    else:
+        got, labels = coverage.attribute(files) if files else coverage.shipped_runs()
+        scored = coverage.score(got, labels, None, calibration, held_out, **kw)
+        what = (
+            f"answers with --calibration {calibration}"
+            if calibration
+            else "answers without --stack (each family's default stack, interval widened to the spread between stacks)"
+        )
+        what += f", on {'the runs of these files' if files else 'the runs of every shipped stack'}"
+    lines = coverage.text(scored, stack is not None, what)
+    if scored.in_sample.any():
+        lines.append(
+            "In-sample rows were predicted by a profile fitted on them, which flatters the interval"
+            + ("." if held_out else "; --held-out predicts them by refits without their source.")
+        )
+    return lines, coverage.rows(scored)
+
+
+def run_validate(
+    files: list[str],
+    calibration: str | None,
+    stack: str | None = None,
+    held_out: bool = False,
+    progress=None,
+) -> ValidateOutput:
     """Error of a profile (default: the shipped one; with ``stack``, the stack's) on measured
-    runs (default: the shipped ones; with ``stack``, the stack's runs of them)."""
+    runs (default: the shipped ones; with ``stack``, the stack's runs of them), and the coverage
+    of the 80% interval an answer would print (``held_out``: refit the runs a profile was fitted
+    on without their source; ``progress`` hears of each refit)."""
+    given = list(files)
     runs, skipped, prof, name, files = _validate_inputs(files, calibration, stack)
     table = RunTable(runs, "modern")
     pred = predict(table, prof)
@@ -171,11 +302,14 @@ def run_validate(files: list[str], calibration: str | None, stack: str | None = 
         )
     if skipped:
         note = f"Note: {skipped}." + (f"\n{note}" if note else "")
-    text = report.render_text(data) + (f"\n{note}\n" if note else "")
+    cover_lines, cover_rows = _coverage(given, runs, calibration, stack, held_out, progress)
+    cover = "\n".join(cover_lines) + "\n"
+    text = report.render_text(data) + (f"\n{note}\n" if note else "") + "\n" + cover
     files_out = {
         "report.html": report.render_html(data),
-        "report.md": report.render_markdown(data) + (f"\n{note}\n" if note else ""),
+        "report.md": report.render_markdown(data) + (f"\n{note}\n" if note else "") + f"\n```\n{cover}```\n",
         "charts/scatter.svg": report.scatter_chart(data),
         "predictions.csv": render.to_csv(data["points"]),
+        "coverage.csv": render.to_csv([{**r, "group": r["group"].strip()} for r in cover_rows]),
     }
     return ValidateOutput(text, files_out)

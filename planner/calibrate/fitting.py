@@ -6,6 +6,16 @@ every run (bounded least squares on log error, regularised toward the cited defa
 the leave-one-source-out (LOSO) error is the honest one, and the residuals it leaves give the
 prediction interval stored in the profile.
 
+A fit may refine a prior profile (``prior``: a shipped stack's) rather than start from the cited
+defaults. It is then the maximum a posteriori estimate under a log-normal prior centred on that
+profile: the same regularised least squares, with the prior term pulling each parameter the runs
+exercise toward the profile's value instead of the default (the prior-plus-data misfit of
+Tarantola and Valette, "Generalized nonlinear inverse problems solved using the least squares
+criterion", Rev. Geophys. Space Phys. 20(2), 219-232, 1982, with a diagonal prior covariance in log
+space). A parameter the runs do not exercise is not varied and keeps the profile's value
+exactly; one they exercise weakly stays near it (its shrinkage in the fit table says how near).
+Folds of the leave-one-source-out refit under the same prior.
+
 All runs are scored with the ``modern`` rule set and no input-pipeline bound (the runs use
 synthetic data or say so), the CNNs with SGD and momentum (the optimizer of the published CNN
 runs), the transformers with Adam (BERT, GPT and Llama train with Adam or AdamW; planner's
@@ -19,7 +29,7 @@ import multiprocessing
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -28,7 +38,7 @@ from costs.model import evaluate
 from costs.modern.evaluator import Options
 from planner import catalog
 from planner.calibrate.predict import RunTable
-from planner.calibrate.profile import EMPTY, Profile, Space, generation, space
+from planner.calibrate.profile import EMPTY, OVERHEADS, Profile, Space, generation, space
 from planner.request import defaults
 
 RULES = "modern"
@@ -60,16 +70,43 @@ def predict(table: RunTable, profile: Profile = EMPTY) -> np.ndarray:
     return table.samples_per_s(evaluate, TRANSFORMER_OPTIONS, efficiency=profile.apply(base), options=OPTIONS)
 
 
-def _fit(table: RunTable) -> tuple[Space, cal.Fit]:
+def _fit(table: RunTable, prior: Profile = EMPTY) -> tuple[Space, cal.Fit]:
+    """Fit the parameters the runs exercise. Refining a ``prior``, a parameter every GPU shares
+    (an overhead, a link scale) that these runs do not identify is then held at the prior's
+    value and the rest refitted: weak evidence from the user's GPUs would otherwise move the
+    predictions of GPUs the prior was fitted on and the user has not measured."""
     base = catalog.efficiency(table.device_keys, table.link_keys)
-    sp = space(table.runs, base)
+    sp = space(table.runs, base, prior)
+    f = _solve(table, sp)
+    if prior is EMPTY:
+        return sp, f
+    hold = np.array([shared(n) and not ok for n, ok in zip(sp.names, f.identified)])
+    if not hold.any():
+        return sp, f
+    p = sp.prior
+    lower, upper = np.where(hold, p.value, p.lower), np.where(hold, p.value, p.upper)
+    sp = replace(sp, prior=cal.Prior(p.names, p.value, lower, upper, p.spread))
+    return sp, _solve(table, sp)
 
+
+def shared(name: str) -> bool:
+    """Whether a profile parameter acts on every GPU generation (an overhead or a link scale)."""
+    return name in OVERHEADS or name.startswith("link.")
+
+
+def held_at_prior(sp: Space) -> list[str]:
+    """The parameters a fit holds at their prior value (see :func:`_fit`)."""
+    p = sp.prior
+    return [n for n, lo, hi in zip(p.names, p.lower, p.upper) if lo == hi]
+
+
+def _solve(table: RunTable, sp: Space) -> cal.Fit:
     def model(theta: np.ndarray) -> np.ndarray:
         return table.samples_per_s(
             evaluate, TRANSFORMER_OPTIONS, efficiency=sp.efficiency(theta), options=OPTIONS
         )
 
-    return sp, cal.fit(model, table.measured, sp.prior, sigma=run_sigma(table.sources), starts=_starts(sp))
+    return cal.fit(model, table.measured, sp.prior, sigma=run_sigma(table.sources), starts=_starts(sp))
 
 
 def run_sigma(sources) -> np.ndarray:
@@ -84,6 +121,8 @@ def _starts(sp: Space) -> list[np.ndarray]:
     if "host_per_kernel_us" not in sp.names:
         return []
     i = sp.names.index("host_per_kernel_us")
+    if sp.prior.lower[i] == sp.prior.upper[i]:  # held at its prior: no kink to look across
+        return []
     out = []
     for factor in (3.0, 10.0):
         start = sp.prior.value.copy()
@@ -101,33 +140,38 @@ class Calibration:
     table: RunTable
     held_out: np.ndarray  # (N,) log(pred / meas), each run predicted without its source
     default: np.ndarray  # (N,) log(pred / meas) under the cited defaults (no fit)
+    prior: np.ndarray  # (N,) log(pred / meas) under the prior profile (no fit; = default without one)
 
     @property
     def held_out_predicted(self) -> np.ndarray:
         return self.table.measured * np.exp(self.held_out)
 
 
-def _fit_and_predict(table: RunTable, train: np.ndarray, test: np.ndarray) -> np.ndarray:
-    sp, f = _fit(table.subset(train))
+def _fit_and_predict(
+    table: RunTable, train: np.ndarray, test: np.ndarray, prior: Profile = EMPTY
+) -> np.ndarray:
+    sp, f = _fit(table.subset(train), prior)
     return predict(table.subset(test), sp.profile(f.value))
 
 
-_FOLD_TABLE: RunTable | None = None  # the table a forked worker's folds read
+_FOLD: tuple[RunTable, Profile] | None = None  # the table and prior a forked worker's folds read
 
 
 def _fold(source: str) -> np.ndarray:
-    test = np.array(_FOLD_TABLE.sources) == source
-    return _fit_and_predict(_FOLD_TABLE, ~test, test)
+    table, prior = _FOLD
+    test = np.array(table.sources) == source
+    return _fit_and_predict(table, ~test, test, prior)
 
 
 def leave_one_source_out(
-    table: RunTable, workers: int | None = None, progress: Progress = _quiet
+    table: RunTable, workers: int | None = None, progress: Progress = _quiet, prior: Profile = EMPTY
 ) -> np.ndarray:
     """(N,) log(pred / meas), each source predicted by a profile fitted on the others. The
     parameters a fit varies depend on its runs, so each fold builds its own (``_fit``). The
     folds are independent: they run in ``workers`` forked processes (default: one per CPU;
     each fold is the same computation as in one process). ``progress`` hears of each fold
-    as it ends (fold ``i`` of ``len(folds)``, counted after the full fit)."""
+    as it ends (fold ``i`` of ``len(folds)``, counted after the full fit). Each fold refines
+    ``prior`` as the full fit does."""
     labels = np.array(table.sources, dtype=object)
     folds = [g for g in dict.fromkeys(labels.tolist()) if not (labels == g).all()]
     total = len(folds) + 1
@@ -136,11 +180,11 @@ def leave_one_source_out(
     if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         for i, g in enumerate(folds, start=2):
             test = labels == g
-            out[test] = np.log(_fit_and_predict(table, ~test, test)) - np.log(table.measured[test])
+            out[test] = np.log(_fit_and_predict(table, ~test, test, prior)) - np.log(table.measured[test])
             progress(i, total, f"without {g}")
         return out
-    global _FOLD_TABLE
-    _FOLD_TABLE = table
+    global _FOLD
+    _FOLD = (table, prior)
     try:
         with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as pool:
             futures = {pool.submit(_fold, g): g for g in folds}
@@ -150,7 +194,7 @@ def leave_one_source_out(
                 out[test] = np.log(done.result()) - np.log(table.measured[test])
                 progress(i, total, f"without {g}")
     finally:
-        _FOLD_TABLE = None
+        _FOLD = None
     return out
 
 
@@ -172,6 +216,29 @@ def _family_error(table: RunTable, residuals: np.ndarray) -> dict:
         out[f"runs_{name}"] = int(mask.sum())
         out[f"median_ape_{name}"] = round(cal.summary(residuals[mask])["median_ape"], 2)
         out[f"interval_{name}"] = [round(lo, 4), round(hi, 4)]
+        out.update(_generation_error(table, residuals, mask, name))
+    return out
+
+
+MIN_GENERATION_RUNS = 10  # fewer held-out runs of a generation: its 80% quantiles rest on too little
+
+
+def generation_key(family: str, gen: str) -> str:
+    """The profile key of a family's interval on one GPU generation (``interval_cnn_Ada_Lovelace``)."""
+    return f"interval_{family}_{gen.replace(' ', '_')}"
+
+
+def _generation_error(table: RunTable, residuals: np.ndarray, mask: np.ndarray, family: str) -> dict:
+    """The 80% interval of each GPU generation with at least MIN_GENERATION_RUNS runs of the
+    family: the held-out error differs by generation (the stacks' Hopper runs miss more than
+    their Ampere runs), and an answer's interval on a generation takes the wider of the two."""
+    gens = np.array([generation(r.device) for r in table.runs], dtype=object)
+    out = {}
+    for g in sorted(set(gens[mask])):
+        rows = mask & (gens == g)
+        if rows.sum() >= MIN_GENERATION_RUNS:
+            lo, hi = cal.interval(residuals[rows], COVERAGE)
+            out[generation_key(family, g)] = [round(lo, 4), round(hi, 4)]
     return out
 
 
@@ -184,17 +251,45 @@ def _source_error(table: RunTable, held: np.ndarray) -> dict:
     return {"held_out_sources": sources, "held_out_median_ape": medians}
 
 
+def _prior_intervals(prior: Profile, table: RunTable) -> dict:
+    """A refined profile predicts the GPU generations only its prior has runs of as the prior
+    did: their intervals are the prior's (per generation where it states one, else per family),
+    so an answer on them takes the wider of those and the new fit's."""
+    mine = {generation(r.device) for r in table.runs}
+    out = {}
+    for gen in prior.meta.get("generations", []):
+        for family in FAMILIES if gen not in mine else ():
+            lohi = prior.meta.get(generation_key(family, gen)) or prior.meta.get(f"interval_{family}")
+            if lohi:
+                out[generation_key(family, gen)] = list(lohi)
+    return out
+
+
+def _prior_error(table: RunTable, prior: Profile, default: np.ndarray) -> np.ndarray:
+    """(N,) log(pred / meas) under the prior profile (``default``'s when there is none)."""
+    return default if prior is EMPTY else np.log(predict(table, prior) / table.measured)
+
+
 def calibrate(
-    runs, files: list[str], loso: bool = True, progress: Progress = _quiet, extra: dict | None = None
+    runs,
+    files: list[str],
+    loso: bool = True,
+    progress: Progress = _quiet,
+    extra: dict | None = None,
+    prior: Profile = EMPTY,
 ) -> Calibration:
     """Fit a profile to ``runs`` (read from ``files``, recorded in the profile); ``extra``:
-    more metadata for the profile (the stack it is of)."""
+    more metadata for the profile (the stack it is of); ``prior``: the profile the fit refines
+    (default: none, the cited defaults; see the module docstring)."""
     table = RunTable(runs, RULES)
     folds = len(set(table.sources)) if loso and len(set(table.sources)) > 1 else 0
-    sp, f = _fit(table)
+    sp, f = _fit(table, prior)
     progress(1, folds + 1, "all runs")
-    held = leave_one_source_out(table, progress=progress) if loso else np.full(len(table), np.nan)
+    held = (
+        leave_one_source_out(table, progress=progress, prior=prior) if loso else np.full(len(table), np.nan)
+    )
     default = np.log(predict(table) / table.measured)
+    before = _prior_error(table, prior, default)
     stats = cal.summary(held) if loso else cal.summary(f.log_residuals)
     lo, hi = cal.interval(held if loso else f.log_residuals, COVERAGE)
     meta = {
@@ -214,5 +309,7 @@ def calibrate(
         **_family_error(table, held if loso else f.log_residuals),
         **(_source_error(table, held) if loso else {}),
         "not_identified": [n for n, ok in zip(f.names, f.identified) if not ok],
+        **({"held_at_prior": held_at_prior(sp)} if held_at_prior(sp) else {}),
+        **_prior_intervals(prior, table),
     }
-    return Calibration(sp.profile(f.value, meta), f, table, held, default)
+    return Calibration(sp.profile(f.value, meta), f, table, held, default, before)

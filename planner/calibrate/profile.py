@@ -16,6 +16,10 @@ H100 PCIe) and cited differences between devices of a generation survive. The gr
   host_per_kernel_us, kernel_min_us, iteration_us   overheads, absolute (microseconds)
 
 Scales start at 1 (the cited default); fractions stay at most 1 after scaling.
+
+A fit may start from a prior profile instead (``space(..., prior=P)``: a user's runs refining a
+shipped stack): the parameters the runs exercise start at, and are pulled toward, P's values,
+and P's values of every other parameter are kept as they are (see :mod:`planner.calibrate.fitting`).
 """
 
 from __future__ import annotations
@@ -108,9 +112,11 @@ class Space:
     names: tuple[str, ...]
     prior: cal.Prior
     base: Efficiency
+    kept: Profile = EMPTY  # the prior profile's values of the parameters the fit does not vary
 
     def profile(self, theta: np.ndarray, meta: dict | None = None) -> Profile:
-        scales, over = {}, {}
+        """The fitted values ``theta`` of the varied parameters, with the kept ones."""
+        scales, over = dict(self.kept.scales), dict(self.kept.overheads_us)
         for name, value in zip(self.names, theta):
             (over if name in OVERHEADS else scales)[name] = float(value)
         return Profile(scales, over, meta or {})
@@ -157,13 +163,16 @@ def _attention_groups(runs, base: Efficiency, index: dict[str, int]) -> dict[str
     return dict(sorted(out.items()))
 
 
-def space(runs, base: Efficiency) -> Space:
-    """Fit parameters for the groups the runs exercise (see the module docstring)."""
+def space(runs, base: Efficiency, prior_profile: Profile = EMPTY) -> Space:
+    """Fit parameters for the groups the runs exercise (see the module docstring). Their prior
+    values are those of ``prior_profile`` where it has them (within the bounds), else the cited
+    defaults; its other parameters are kept unchanged in every profile the space makes."""
     names, prior, lo, hi, spread = [], [], [], [], []
+    given = {**prior_profile.scales, **prior_profile.overheads_us}
 
     def add(name, value, lower, upper, sd):
         names.append(name)
-        prior.append(value)
+        prior.append(min(max(given.get(name, value), lower), upper))
         lo.append(lower)
         hi.append(upper)
         spread.append(sd)
@@ -189,7 +198,14 @@ def space(runs, base: Efficiency) -> Space:
         value = getattr(base, _FIELD[name]) * 1e6 or _ZERO_PRIOR_US[name]
         add(name, value, value / 100.0, value * 100.0, OVERHEAD_SPREAD)
     arr = lambda v: np.asarray(v, dtype=float)  # noqa: E731
-    return Space(tuple(names), cal.Prior(tuple(names), arr(prior), arr(lo), arr(hi), arr(spread)), base)
+    prior_ = cal.Prior(tuple(names), arr(prior), arr(lo), arr(hi), arr(spread))
+    return Space(tuple(names), prior_, base, _without(prior_profile, set(names)))
+
+
+def _without(p: Profile, names: set[str]) -> Profile:
+    """``p``'s scales and overheads other than ``names`` (what a fit of ``names`` keeps)."""
+    scales = {k: v for k, v in p.scales.items() if k not in names}
+    return Profile(scales, {k: v for k, v in p.overheads_us.items() if k not in names}, {})
 
 
 def to_toml(p: Profile) -> str:

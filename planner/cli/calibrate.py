@@ -37,9 +37,19 @@ def calibrate(
             "--progress/--no-progress", help="Show the fits as they end (default: on a terminal, a bar)."
         ),
     ] = None,
+    from_defaults: Annotated[
+        bool,
+        typer.Option(
+            "--from-defaults",
+            help="Fit from the cited defaults of configs/efficiencies.toml instead of refining the "
+            "shipped profile (GPUs the runs do not measure then lose the shipped calibration).",
+        ),
+    ] = False,
 ) -> None:
     """Fit the modern rule set's efficiencies to measured runs; print the fit, the
     leave-one-source-out error per source and the parameters the runs could not identify.
+    Your runs refine the shipped profile they would otherwise be predicted with (--stack's, or
+    the default stack of their net family): what they do not measure keeps its shipped value.
     Each fit (all runs, then one per held-out source) is reported as it ends, on stderr."""
     from planner.calibrate.commands import run_calibrate
     from planner.calibrate.progress import shown
@@ -52,7 +62,9 @@ def calibrate(
 
         get(stack)
     with shown(progress) as report:
-        out = run_calibrate(list(measurements or []), loso=loso, stack=stack, progress=report)
+        out = run_calibrate(
+            list(measurements or []), loso=loso, stack=stack, progress=report, from_defaults=from_defaults
+        )
     typer.echo(out.text, nl=False)
     if output:
         target = Path(output)
@@ -84,13 +96,34 @@ def validate(
         str | None,
         typer.Option(help="Validate this stack's profile on its runs (see `planner list stacks`)."),
     ] = None,
+    held_out: Annotated[
+        bool,
+        typer.Option(
+            "--held-out/--in-sample",
+            help="Interval coverage of runs a profile was fitted on: predict them by refits without "
+            "their source (minutes), or in-sample (default, labelled so).",
+        ),
+    ] = False,
+    progress: Annotated[
+        bool | None,
+        typer.Option(
+            "--progress/--no-progress",
+            help="Show the --held-out refits as they end (default: on a terminal, a bar).",
+        ),
+    ] = None,
 ) -> None:
     """Prediction error against measured runs: median and p90 absolute percentage error and
-    bias per source, the worst rows, and a report with a predicted-vs-measured scatter plot."""
+    bias per source, the worst rows, and a report with a predicted-vs-measured scatter plot;
+    then the share of runs inside the 80% interval an answer would print, per stack, net family
+    and GPU generation (without --stack: as an answer that names no stack)."""
+    from contextlib import nullcontext
+
     from planner.calibrate.commands import run_validate
+    from planner.calibrate.progress import shown
     from planner.report.files import run_dir, write_atomic
 
-    v = run_validate(list(measurements or []), calibration, stack)
+    with shown(progress) if held_out else nullcontext(None) as report:
+        v = run_validate(list(measurements or []), calibration, stack, held_out=held_out, progress=report)
     typer.echo(v.text, nl=False)
     target = write_atomic(Path(out) if out else run_dir(results, "measurements", "validate"), v.files)
     typer.echo(f"Report: {target / 'report.html'} (also report.md, predictions.csv)")

@@ -199,8 +199,7 @@ def _print_text(records: list[dict]) -> None:
     if "total_ms_range" in r0:
         lo, hi = r0["total_ms_range"][0] / r0["total_ms"], r0["total_ms_range"][1] / r0["total_ms"]
         typer.echo(
-            f"80% interval ({_error_kind(r0)} error of stack {r0.get('stack')} on "
-            f"{'transformer' if 'tp' in r0 else 'CNN'} runs): "
+            f"80% interval ({_basis(r0)}, on {'transformer' if 'tp' in r0 else 'CNN'} runs): "
             f"each total x {lo:.2f} to {hi:.2f}, "
             f"e.g. {r0['total_ms']:,.2f} ms ({r0['total_ms_range'][0]:,.2f}-{r0['total_ms_range'][1]:,.2f} ms)"
         )
@@ -214,9 +213,13 @@ def _print_text(records: list[dict]) -> None:
         typer.echo(f"Host: {r0['host']}. Data loader: {r0['loader']}{rate}.")
 
 
-def _error_kind(rec: dict) -> str:
-    """held-out, or in-sample where the profile was fitted without leave-one-source-out."""
-    return rec.get("interval_kind", "held-out")
+def _basis(rec: dict) -> str:
+    """What the interval is: held-out or in-sample error of the stack (in-sample where the profile
+    was fitted without leave-one-source-out), widened when no stack was named."""
+    return (
+        rec.get("interval_basis")
+        or f"{rec.get('interval_kind', 'held-out')} error of stack {rec.get('stack')}"
+    )
 
 
 def _estimate_request(o: dict):

@@ -85,6 +85,7 @@ def estimate(req: EstimateRequest) -> list[dict]:
             rec["image_size"] = int(vision["image_size"])
         if "total_ms_range" in rec:
             rec["interval_kind"] = model.interval_kind
+            rec["interval_basis"] = model.interval_basis
     return records
 
 
@@ -168,7 +169,7 @@ def _estimate(req, costs, model, info, net_info, precision, llm) -> list[dict]:
             scheme=comm.SCHEME_NAMES[sch[i]],
             speedup=float(speedup[i]),
             precision=precision,
-            interval=model.interval,
+            interval=model.interval_for(str(info.raw.get("generation", ""))),
         )
         for i in range(m)
     ]

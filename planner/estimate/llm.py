@@ -112,7 +112,7 @@ def estimate_llm(req: EstimateRequest, costs, model, info, net_info, precision: 
             scheme=comm.SCHEME_NAMES[sch[i]],
             speedup=1.0,
             precision=precision,
-            interval=model.interval,
+            interval=model.interval_for(str(info.raw.get("generation", ""))),
         )
         total = r.total[i]
         del rec["speedup"]  # a scaling ratio over one GPU means little for a model-parallel plan

@@ -31,6 +31,13 @@ _LOADER_ENTRY = {"cpu": "cpu_jpeg", "dali": "gpu_dali"}
 # generations (median 0.236); transformers 0.350 (Ampere), 0.523 (Hopper), 0.539 (Blackwell),
 # median 0.523, and all three over-predicted (+35% to +59%); every held-out generation, 0.309.
 UNSEEN_SD_LOG = {"cnn": 0.236, "transformer": 0.523, "all": 0.309}
+# An answer without --stack predicts with its family's default stack, but the run it stands for
+# may be of any stack: its interval is widened to the envelope of every shipped stack's 80%
+# interval of measured / predicted under the default stack's profile, measured on the shipped
+# runs by planner/calibrate/spread.py (run 2026-11-24; tests/test_interval_coverage.py checks the
+# figures against the data). CNNs (default optimized-cnn): eager PyTorch runs 78% slower at the
+# median; transformers (default megatron): fsdp 26%, eager PyTorch 99% slower.
+BETWEEN_STACKS = {"cnn": (0.3508, 1.2458), "transformer": (0.381, 1.0945)}
 Z80 = 1.2816  # the standard normal's 90th percentile: an 80% two-sided interval
 
 
@@ -52,6 +59,9 @@ class CostModel:
     # planner.hosts.HostArrays of the plans' device rows (None: every plan on the assumed host)
     hosts: object = field(default=None, compare=False)
     image_scale: float = 1.0  # pixels per image over the net's published size (--image-size)
+    # False when the answer's stack is its family's default, not one the request named (nor a
+    # --calibration profile): its interval then covers the spread between stacks
+    stack_known: bool = True
 
     @classmethod
     def of(
@@ -126,6 +136,7 @@ class CostModel:
             return replace(self, family=family, hosts=hosts)
         names = registry.parse_choice(self.stack, family)
         profs = tuple(self.profile if self.calibration else stack_profile(registry.get(n)) for n in names)
+        known = self.stack is not None or bool(self.calibration)
         return replace(
             self,
             family=family,
@@ -134,6 +145,7 @@ class CostModel:
             profile=profs[0],
             stack_profiles=profs,
             hosts=hosts,
+            stack_known=known,
         )
 
     def for_stack(self, name: str) -> CostModel:
@@ -163,22 +175,48 @@ class CostModel:
         return UNSEEN_SD_LOG.get(self.family, UNSEEN_SD_LOG["all"])
 
     def interval_for(self, generation: str) -> tuple[float, float] | None:
-        """The 80% interval of a plan on ``generation``: the profile's, widened to the spread of
-        predictions for generations a fit has not seen (:data:`UNSEEN_SD_LOG`) when it has no
-        run of that generation."""
+        """The 80% interval of a plan on ``generation``: the profile's (:attr:`interval`), widened
+        to the generation's own held-out interval where the profile states one (a fit with
+        enough runs of it), or to the spread of predictions for generations a fit has not seen
+        (:data:`UNSEEN_SD_LOG`) when it has no run of that generation."""
         interval = self.interval
-        if interval is None or self.fitted(generation):
+        if interval is None:
+            return None
+        own = self.profile.meta.get(f"interval_{self.family}_{generation.replace(' ', '_')}")
+        if own:
+            return min(interval[0], float(own[0])), max(interval[1], float(own[1]))
+        if self.fitted(generation):
             return interval
         wide = float(np.exp(Z80 * self.unseen_sd))
         return min(interval[0], 1.0 / wide), max(interval[1], wide)
 
     @property
-    def interval(self) -> tuple[float, float] | None:
-        """(lo, hi) multipliers of predicted throughput that held 80% of held-out runs: those of
-        the model's net family where the profile states it, else of every run."""
+    def stack_interval(self) -> tuple[float, float] | None:
+        """(lo, hi) multipliers of predicted throughput that held 80% of held-out runs of the
+        stack: those of the model's net family where the profile states it, else of every run."""
         meta = self.profile.meta
         lohi = meta.get(f"interval_{self.family}") or meta.get("interval")
         return (float(lohi[0]), float(lohi[1])) if lohi else None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        """The 80% interval of a prediction: the stack's (:attr:`stack_interval`), widened to the
+        spread between stacks (:data:`BETWEEN_STACKS`) when the request named no stack."""
+        own = self.stack_interval
+        spread = BETWEEN_STACKS.get(self.family)
+        if own is None or self.stack_known or spread is None:
+            return own
+        return min(own[0], spread[0]), max(own[1], spread[1])
+
+    @property
+    def interval_basis(self) -> str:
+        """What the interval is, in words: held-out or in-sample error of the stack, and the
+        spread between stacks when the request named none."""
+        of = f"profile {self.calibration}" if self.calibration else f"stack {self.stack}"
+        base = f"{self.interval_kind} error of {of}"
+        if self.stack_known or self.family not in BETWEEN_STACKS:
+            return base
+        return f"{base}, widened to the spread between stacks as no --stack was given"
 
     def plan_kwargs(self, plans) -> dict:
         """The evaluator arguments that depend on the plans: a node's data loader feeds the GPUs

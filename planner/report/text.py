@@ -182,13 +182,21 @@ def _range(b: dict, key: str) -> str:
     r = b.get(f"{key}_range")
     if not r:
         return ""
+    label = "80%" + (" in-sample" if b.get("interval_kind") == "in-sample" else "")
+    if "no --stack" in b.get("interval_basis", ""):
+        label += ", any stack"
     if key == "iteration_ms":
-        return f" ({r[0]:,.1f}-{r[1]:,.1f} ms, 80%)"
-    return f" ({duration(r[0])} to {duration(r[1])}, 80%)"
+        return f" ({r[0]:,.1f}-{r[1]:,.1f} ms, {label})"
+    return f" ({duration(r[0])} to {duration(r[1])}, {label})"
 
 
 def _hw(b: dict) -> str:
     return f"{b['gpus']} x {b['gpu']}"
+
+
+def _error_kind(b: dict) -> str:
+    """'in-sample ' where the profile was fitted without leave-one-source-out, else ''."""
+    return "in-sample " if b.get("interval_kind") == "in-sample" else ""
 
 
 def _confidence_lines(b: dict) -> list[str]:
@@ -197,7 +205,7 @@ def _confidence_lines(b: dict) -> list[str]:
         return []
     head = (
         f"How sure: {_hw(b)} stays the best choice in {c['best_win']:.0%} of {c['draws']} draws of the efficiencies "
-        f"within the calibration's error (each GPU type's compute off by a factor, sd {c['sd_log']:.2f} in log"
+        f"within the calibration's {_error_kind(b)}error (each GPU type's compute off by a factor, sd {c['sd_log']:.2f} in log"
         + (
             f"; {c['sd_log_unseen']:.2f} for a GPU generation the fit has no run of"
             if c.get("sd_log_unseen")

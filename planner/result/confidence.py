@@ -6,6 +6,12 @@ interval, as a log-normal standard deviation). Each Monte Carlo draw scales ever
 precision's compute time by its own factor and all communication by one factor, then re-ranks
 every feasible plan of the space (:func:`costs.fit.uncertainty.win_probability`, vectorised). A
 data-loader bound is held fixed: the efficiencies do not move it.
+
+The draws use the stack's own interval, also for an answer that names no stack (whose printed
+interval is widened to the spread between stacks, planner.metrics.model.BETWEEN_STACKS): another
+stack shifts every GPU of the answer the same way (its kernels and overheads), which moves the
+times but not, to first order, which hardware wins; drawing it per GPU would call rankings
+unsure that no choice of stack overturns.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ def reach(scorer: Scorer, objectives: tuple[str, ...]) -> float:
     take part in the Monte Carlo; 1.0 when there is none. Plans more than 5 standard deviations
     of a ratio of two draws behind the best never win in 200 draws (chance < 1e-6 each)."""
     model = scorer.model
-    interval = model.interval if model is not None else None
+    interval = model.stack_interval if model is not None else None
     if interval is None or len(objectives) != 1 or objectives[0] not in LINEAR:
         return 1.0
     return float(np.exp(5.0 * sd_from_interval(*interval) * np.sqrt(2.0)))
@@ -39,7 +45,7 @@ def confidence(scorer: Scorer, pool: Scored, objectives: tuple[str, ...], seed: 
     """Win share of the first-ranked plan and of its strongest rival, or None when the model has
     no calibrated interval or the objective is not proportional to the iteration time."""
     model = scorer.model
-    interval = model.interval if model is not None else None
+    interval = model.stack_interval if model is not None else None
     if interval is None or len(objectives) != 1 or objectives[0] not in LINEAR:
         return None
     order = ranked(pool)

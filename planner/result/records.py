@@ -95,10 +95,11 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
     rec["binding"] = _binding(scorer, rec)
     rec["estimate_command"] = estimate_command(scorer, rec)
     interval = _interval(scorer, rec)
-    if interval is not None:  # the calibration's 80% interval (held-out error)
+    if interval is not None:  # the calibration's 80% interval (held-out or in-sample error)
         lo, hi = interval
         rec["iteration_ms_range"] = [rec["iteration_ms"] / hi, rec["iteration_ms"] / lo]
         rec["time_to_train_s_range"] = [rec["time_to_train_s"] / hi, rec["time_to_train_s"] / lo]
+        rec.update(_interval_basis(scorer, rec))
     return rec
 
 
@@ -109,6 +110,15 @@ def _binding(scorer: Scorer, rec: dict) -> list[str]:
     if scorer.limits.max_gpus is None and rec["gpus"] >= max(scorer.space.choices("gpus")):
         out.append("gpu_cap")
     return out
+
+
+def _interval_basis(scorer: Scorer, rec: dict) -> dict:
+    """What the plan's interval is: ``interval_kind`` held-out or in-sample (a profile fitted
+    with --no-loso), ``interval_basis`` in words (widened when no stack was named)."""
+    model = scorer.model
+    if len(model.stacks) > 1:
+        model = model.for_stack(rec["stack"])
+    return {"interval_kind": model.interval_kind, "interval_basis": model.interval_basis}
 
 
 def _owned_fields(scorer: Scorer, g: int, m: dict) -> dict:
