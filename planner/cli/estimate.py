@@ -344,6 +344,12 @@ def list_(
             from planner.report.listing import price_notes
 
             typer.echo(price_notes(records))
+        if what is What.instances:
+            typer.echo(
+                f"{len(records)} instance types. cores/GPU: physical cores where the provider states them, "
+                "else vCPUs / 2 (two hardware threads per core); they feed the CPU data loader. Sources: "
+                "--format json."
+            )
 
 
 def _schemes(scheme: SchemeOpt, rules: str, names: tuple[str, ...]) -> tuple[str, ...]:

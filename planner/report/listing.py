@@ -187,10 +187,11 @@ def instance_listing() -> tuple[list[dict], list[tuple[str, str]]]:
                 "nics": i.nics,
                 "nic_gbit_s": i.nic_gbit_s,
                 "local_nvme_gb": i.local_nvme_gb,
+                "nvme_text": "-" if i.local_nvme_gb is None else f"{i.local_nvme_gb:,.0f}",
                 "usd_per_gpu_hour": round(price[i.id], 4) if i.id in price else None,
                 "date": i.date,
                 "source": i.source,
                 "note": i.note,
             }
         )
-    return recs, INSTANCE_COLUMNS
+    return recs, [(k if k != "local_nvme_gb" else "nvme_text", h) for k, h in INSTANCE_COLUMNS]
