@@ -82,6 +82,7 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         gpu_hours=float(m["gpus"][0] * m["time_to_train_s"][0] / 3600),
     )
     rec.update(_owned_fields(scorer, g, m))
+    rec.update(_epochs_fields(scorer, m))
     rec.update(_transformer_fields(scorer, m))
     vals = scorer.objective_values(m, objectives)[:, 0]
     rec["objective"] = float(vals[0]) if len(vals) == 1 else [float(v) for v in vals]
@@ -95,6 +96,21 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         rec["iteration_ms_range"] = [rec["iteration_ms"] / hi, rec["iteration_ms"] / lo]
         rec["time_to_train_s_range"] = [rec["time_to_train_s"] / hi, rec["time_to_train_s"] / lo]
     return rec
+
+
+def _epochs_fields(scorer: Scorer, m: dict) -> dict:
+    """A CNN's epochs and what set them: the cited rule at this global batch (planner.epochs),
+    else the fixed count (the request's --epochs, or the net's with no cited rule)."""
+    if scorer.tokens is not None:
+        return {}
+    rule = scorer.epochs_rule
+    basis = (
+        rule.describe(int(m["global_batch"][0]))
+        if rule is not None
+        else "fixed: --epochs or the net's own count; no cited schedule by batch for this net and optimizer"
+    )
+    source = rule.source if rule is not None else ""
+    return {"epochs": float(m["epochs"][0]), "epochs_basis": basis, "epochs_source": source}
 
 
 def _owned_fields(scorer: Scorer, g: int, m: dict) -> dict:
