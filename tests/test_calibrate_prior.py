@@ -141,7 +141,7 @@ def test_a_measured_gpu_the_prior_knows_moves_and_the_others_stay(tmp_path):
     assert moved == {"host_per_kernel_us", "kernel_min_us"}
     assert fitted.overheads_us["host_per_kernel_us"] > 2 * shipped.overheads_us["host_per_kernel_us"]
     put_back = profile.Profile(
-        fitted.scales, {**fitted.overheads_us, **{k: shipped.overheads_us[k] for k in moved}}, {}
+        fitted.scales, {**fitted.overheads_us, **{k: shipped.overheads_us[k] for k in moved}}, {}, fitted.sync
     )
     change = np.exp(_log_error(volta, put_back) - _log_error(volta, shipped)) - 1
     assert np.max(np.abs(change)) < 0.01

@@ -26,6 +26,12 @@ winograd            (D,)      effective FLOP reduction of cuDNN's Winograd algor
                               1 = none, 2.25 = F(2x2,3x3), 4 = F(4x4,3x3) (Lavin & Gray 2016)
 attention           (D,)      fused (flash) attention's matmul rate relative to the GEMM rate
                               of the same device and precision; 1 = as fast as a large GEMM
+straggler_cv        scalar    coefficient of variation of one GPU's step time; a synchronous
+                              step waits for the slowest of its data-parallel GPUs
+                              (:func:`costs.comm.overlap.straggler_wait`); 0 = no jitter
+overlap_slowdown    scalar    fraction of the hidden (overlapped) gradient AllReduce time the
+                              backward loses to the NCCL kernels running beside it (they take
+                              SMs and memory bandwidth); 0 = free overlap
 ==================  ========  ==============================================================
 
 :meth:`Efficiency.to_vector` lists them as one flat vector with names and bounds;
@@ -56,8 +62,12 @@ _BOUNDS = {
     # multiplications at most 4x (F(4x4,3x3): 144 / 36; Lavin & Gray, arXiv:1509.09308).
     "winograd": (1.0, 4.0),
     "attention": (0.05, 1.5),
+    # a GPU's step time varies by at most a fifth of its mean; overlap at worst costs as much as
+    # the communication it hides (no overlap)
+    "straggler_cv": (0.0, 0.2),
+    "overlap_slowdown": (0.0, 1.0),
 }
-_SCALARS = ("kernel_min_s", "host_per_kernel_s", "iteration_s")
+_SCALARS = ("kernel_min_s", "host_per_kernel_s", "iteration_s", "straggler_cv", "overlap_slowdown")
 
 
 @dataclass(frozen=True)
@@ -76,6 +86,8 @@ class Efficiency:
     multiplier: np.ndarray | None = field(default=None, repr=False)  # (D, P), None = ones
     winograd: np.ndarray | None = field(default=None, repr=False)  # (D,), None = ones (no Winograd)
     attention: np.ndarray | None = field(default=None, repr=False)  # (D,), None = ones (GEMM rate)
+    straggler_cv: float = 0.0
+    overlap_slowdown: float = 0.0
 
     def __post_init__(self) -> None:
         d, n = len(self.devices), len(self.links)

@@ -11,7 +11,12 @@ Per plan (one optimizer step of ``accumulation`` microbatches):
                 GPU time is reported as ``overhead``
   sync          the gradient AllReduce in fp32 (alpha-beta, hierarchical;
                 :mod:`costs.comm.collectives`), overlapped in buckets with the last microbatch's
-                backward; ``sync`` is the exposed part, ``sync_total`` the whole
+                backward; ``sync`` is the exposed part (the last bucket at least), ``sync_total``
+                the whole; the backward loses ``overlap_slowdown`` of the hidden part to the
+                NCCL kernels beside it (``interference``, in ``backward``)
+  straggler     the wait for the slowest of the data-parallel GPUs at the AllReduce:
+                (GPU + host time) x ``straggler_cv`` x E[max of n standard normals]
+                (:func:`costs.comm.overlap.straggler_wait`), in ``overhead``
   input         a node's samples per step over its data loader's rate; the step never beats it
 
 PALEO's PPP_comp, PPP_comm and pipelining columns are ignored here: the efficiencies
@@ -21,7 +26,7 @@ PALEO's PPP_comp, PPP_comm and pipelining columns are ignored here: the efficien
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -50,6 +55,10 @@ class ModernBreakdown(Breakdown):
     sync_total: np.ndarray  # the whole gradient AllReduce, before overlap
     overhead: np.ndarray  # host-bound launch stall + framework time per step
     input_stall: np.ndarray  # time waiting for the data loader
+    # keyword-only, so subclasses (costs.llm's breakdown) keep their positional fields; None
+    # where an evaluator does not model them
+    straggler: np.ndarray | None = field(default=None, kw_only=True)  # wait for the slowest GPU (in overhead)
+    interference: np.ndarray | None = field(default=None, kw_only=True)  # backward slowed by overlap
 
     @property
     def total(self) -> np.ndarray:
@@ -230,12 +239,16 @@ def evaluate(
     sync = _exposed(costs, c, plans, split, sync_total, out["backward"], grad_bytes, opt.bucket_bytes)
 
     acc = plans.accumulation.astype(float)
-    forward, backward, act_comm = out["forward"] * acc, out["backward"] * acc, out["act_comm"] * acc
+    interference = overlap.overlap_slowdown(sync_total, sync, eff.overlap_slowdown)
+    forward, act_comm = out["forward"] * acc, out["act_comm"] * acc
+    backward = out["backward"] * acc + interference
     gpu = forward + backward + update
     if decode_s is not None:
         gpu = gpu + plans.batch * acc * decode_s
     host = (out["kernels"] * acc + upd_kernels) * eff.host_per_kernel_s
     overhead = np.maximum(host - gpu, 0.0) + eff.iteration_s * acc
+    straggler = overlap.straggler_wait(gpu + overhead, plans.workers, eff.straggler_cv)
+    overhead = overhead + straggler
 
     per_node = np.minimum(plans.gpus_per_node, plans.workers)
     samples = plans.batch * plans.workers * plans.accumulation
@@ -256,6 +269,8 @@ def evaluate(
         sync_total,
         overhead,
         input_stall,
+        straggler=straggler,
+        interference=interference,
     )
 
 

@@ -38,7 +38,7 @@ from costs.model import evaluate
 from costs.modern.evaluator import Options
 from planner import catalog
 from planner.calibrate.predict import RunTable
-from planner.calibrate.profile import EMPTY, OVERHEADS, Profile, Space, generation, space
+from planner.calibrate.profile import EMPTY, OVERHEADS, SYNC, Profile, Space, generation, space
 from planner.request import defaults
 
 RULES = "modern"
@@ -90,8 +90,9 @@ def _fit(table: RunTable, prior: Profile = EMPTY) -> tuple[Space, cal.Fit]:
 
 
 def shared(name: str) -> bool:
-    """Whether a profile parameter acts on every GPU generation (an overhead or a link scale)."""
-    return name in OVERHEADS or name.startswith("link.")
+    """Whether a profile parameter acts on every GPU generation (an overhead, a link scale, a
+    synchronisation term)."""
+    return name in OVERHEADS or name in SYNC or name.startswith("link.")
 
 
 def held_at_prior(sp: Space) -> list[str]:

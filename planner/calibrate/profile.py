@@ -14,6 +14,9 @@ H100 PCIe) and cited differences between devices of a generation survive. The gr
   attention.<generation>          scale on fused attention's rate relative to a GEMM's (runs of
                                   transformers with flash attention)
   host_per_kernel_us, kernel_min_us, iteration_us   overheads, absolute (microseconds)
+  straggler_cv, overlap_slowdown   costs of synchronous data parallelism, dimensionless (the
+                                  [sync] table; costs.modern.efficiency): fitted only on runs of
+                                  several GPUs
 
 Scales start at 1 (the cited default); fractions stay at most 1 after scaling.
 
@@ -25,7 +28,7 @@ and P's values of every other parameter are kept as they are (see :mod:`planner.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +46,12 @@ _FIELD = {
     "kernel_min_us": "kernel_min_s",
     "iteration_us": "iteration_s",
 }
+# Costs of synchronous data parallelism ([sync] table), dimensionless. No published figure
+# gives them for a software stack: their priors are small positive values with a wide spread
+# (log-space fits need a positive start), and the runs of several GPUs decide.
+SYNC = ("straggler_cv", "overlap_slowdown")
+_SYNC_PRIOR = {"straggler_cv": 0.01, "overlap_slowdown": 0.1}
+_SYNC_BOUNDS = {"straggler_cv": (1e-4, 0.2), "overlap_slowdown": (1e-3, 1.0)}
 # Priors of overheads whose cited default is 0 (no published figure): a small positive value
 # with a wide spread, so the data decide (log-space fits need a positive start).
 _ZERO_PRIOR_US = {"kernel_min_us": 2.0, "iteration_us": 100.0}
@@ -59,6 +68,7 @@ class Profile:
     scales: dict[str, float]
     overheads_us: dict[str, float]
     meta: dict
+    sync: dict[str, float] = field(default_factory=dict)  # straggler_cv, overlap_slowdown
 
     def apply(self, eff: Efficiency) -> Efficiency:
         """The efficiencies ``eff`` (for its device and link rows) under this profile."""
@@ -74,6 +84,7 @@ class Profile:
         for i, x in enumerate(eff.links):
             link[i] *= self.scales.get(f"link.{catalog.network(x).kind}", 1.0)
         over = {_FIELD[k]: v * 1e-6 for k, v in self.overheads_us.items()}
+        over.update({k: float(v) for k, v in self.sync.items()})
         return replace(
             eff,
             gemm=np.minimum(gemm, 1.0),
@@ -117,9 +128,10 @@ class Space:
     def profile(self, theta: np.ndarray, meta: dict | None = None) -> Profile:
         """The fitted values ``theta`` of the varied parameters, with the kept ones."""
         scales, over = dict(self.kept.scales), dict(self.kept.overheads_us)
+        sync = dict(self.kept.sync)
         for name, value in zip(self.names, theta):
-            (over if name in OVERHEADS else scales)[name] = float(value)
-        return Profile(scales, over, meta or {})
+            (over if name in OVERHEADS else sync if name in SYNC else scales)[name] = float(value)
+        return Profile(scales, over, meta or {}, sync)
 
     def efficiency(self, theta: np.ndarray) -> Efficiency:
         return self.profile(theta).apply(self.base)
@@ -163,12 +175,24 @@ def _attention_groups(runs, base: Efficiency, index: dict[str, int]) -> dict[str
     return dict(sorted(out.items()))
 
 
+def _add_overheads(runs, base: Efficiency, add) -> None:
+    """The overheads, and the sync terms where a CNN run spans several GPUs (they are the
+    data-parallel CNN evaluator's, costs.modern.evaluator; the transformer evaluator does not
+    read them)."""
+    for name in OVERHEADS:
+        value = getattr(base, _FIELD[name]) * 1e6 or _ZERO_PRIOR_US[name]
+        add(name, value, value / 100.0, value * 100.0, OVERHEAD_SPREAD)
+    if any(r.gpus > 1 and "model" not in catalog.net_spec(r.net) for r in runs):
+        for name in SYNC:
+            add(name, getattr(base, name) or _SYNC_PRIOR[name], *_SYNC_BOUNDS[name], OVERHEAD_SPREAD)
+
+
 def space(runs, base: Efficiency, prior_profile: Profile = EMPTY) -> Space:
     """Fit parameters for the groups the runs exercise (see the module docstring). Their prior
     values are those of ``prior_profile`` where it has them (within the bounds), else the cited
     defaults; its other parameters are kept unchanged in every profile the space makes."""
     names, prior, lo, hi, spread = [], [], [], [], []
-    given = {**prior_profile.scales, **prior_profile.overheads_us}
+    given = {**prior_profile.scales, **prior_profile.overheads_us, **prior_profile.sync}
 
     def add(name, value, lower, upper, sd):
         names.append(name)
@@ -194,9 +218,7 @@ def space(runs, base: Efficiency, prior_profile: Profile = EMPTY) -> Space:
     multi = any(r.gpus > 1 for r in runs)
     for kind in sorted(kinds) if multi else ():
         add(f"link.{kind}", 1.0, 0.1, 1.0 / kinds[kind], SCALE_SPREAD)
-    for name in OVERHEADS:
-        value = getattr(base, _FIELD[name]) * 1e6 or _ZERO_PRIOR_US[name]
-        add(name, value, value / 100.0, value * 100.0, OVERHEAD_SPREAD)
+    _add_overheads(runs, base, add)
     arr = lambda v: np.asarray(v, dtype=float)  # noqa: E731
     prior_ = cal.Prior(tuple(names), arr(prior), arr(lo), arr(hi), arr(spread))
     return Space(tuple(names), prior_, base, _without(prior_profile, set(names)))
@@ -205,7 +227,8 @@ def space(runs, base: Efficiency, prior_profile: Profile = EMPTY) -> Space:
 def _without(p: Profile, names: set[str]) -> Profile:
     """``p``'s scales and overheads other than ``names`` (what a fit of ``names`` keeps)."""
     scales = {k: v for k, v in p.scales.items() if k not in names}
-    return Profile(scales, {k: v for k, v in p.overheads_us.items() if k not in names}, {})
+    sync = {k: v for k, v in p.sync.items() if k not in names}
+    return Profile(scales, {k: v for k, v in p.overheads_us.items() if k not in names}, {}, sync)
 
 
 def to_toml(p: Profile) -> str:
@@ -226,21 +249,33 @@ def to_toml(p: Profile) -> str:
     lines += [f'"{k}" = {v:.6g}' for k, v in sorted(p.scales.items())]
     lines += ["", "[overhead]  # microseconds"]
     lines += [f"{k} = {v:.6g}" for k, v in p.overheads_us.items()]
+    if p.sync:
+        lines += ["", "[sync]  # dimensionless: costs.modern.efficiency straggler_cv, overlap_slowdown"]
+        lines += [f"{k} = {v:.6g}" for k, v in p.sync.items()]
     return "\n".join(lines) + "\n"
+
+
+def _check_keys(name: str, over: dict, sync: dict) -> None:
+    """[overhead] and [sync] hold only their known keys, [sync] values within their bounds."""
+    for table, entries, valid in (("overhead", over, OVERHEADS), ("sync", sync, SYNC)):
+        unknown = sorted(set(entries) - set(valid))
+        if unknown:
+            raise BadInput(f"{name}: unknown [{table}] key {unknown[0]} (valid: {', '.join(valid)})")
+    for k, v in sync.items():
+        if not v <= _SYNC_BOUNDS[k][1]:
+            raise BadInput(f"{name}: [sync] {k} = {v!r} is above its bound {_SYNC_BOUNDS[k][1]}")
 
 
 def from_dict(data: dict, name: str) -> Profile:
     """Validate a parsed profile (``name`` is used in error messages)."""
     if not isinstance(data, dict) or not isinstance(data.get("profile", {}), dict):
         raise BadInput(f"{name}: not a calibration profile (needs [profile], [scale], [overhead])")
-    scales, over = data.get("scale", {}), data.get("overhead", {})
-    for table, entries in (("scale", scales), ("overhead", over)):
+    scales, over, sync = data.get("scale", {}), data.get("overhead", {}), data.get("sync", {})
+    for table, entries in (("scale", scales), ("overhead", over), ("sync", sync)):
         for k, v in entries.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
                 raise BadInput(f"{name}: [{table}] {k} = {v!r} is not a positive number")
-    unknown = sorted(set(over) - set(OVERHEADS))
-    if unknown:
-        raise BadInput(f"{name}: unknown [overhead] key {unknown[0]} (valid: {', '.join(OVERHEADS)})")
+    _check_keys(name, over, sync)
     bad = [k for k in scales if k.split(".")[0] not in ("gemm", "memory", "link", "winograd", "attention")]
     if bad:
         raise BadInput(
@@ -251,6 +286,7 @@ def from_dict(data: dict, name: str) -> Profile:
         {k: float(v) for k, v in scales.items()},
         {k: float(v) for k, v in over.items()},
         data.get("profile", {}),
+        {k: float(v) for k, v in sync.items()},
     )
 
 

@@ -2,7 +2,9 @@
 constraint values, all vectorised.
 
 global_batch    = samples per optimizer step (GPUs x batch per GPU x microbatches), from costs/
-time_to_train_s = epochs x ceil(dataset / global batch) x iteration (optimizer step) time
+time_to_train_s = epochs x ceil(dataset / global batch) x iteration (optimizer step) time; the
+                  epochs follow the global batch where a cited rule covers the net
+                  (planner.epochs), else they are the request's or the net's fixed count
 cost_usd        = GPUs x time_to_train_s / 3600 x price per GPU-hour (billed per second), plus
                   energy_kwh x electricity price for owned GPUs (a rented GPU's price includes power)
 throughput      = samples per second (maximised, so its objective value is negated)
@@ -58,6 +60,7 @@ class Scorer:
     tokens: object = None  # planner.request.tokens.Tokens of a transformer request, else None
     net_arg: str | None = None  # the net as the request names it (zoo name or file path)
     kwh_usd: np.ndarray | None = None  # (gpus in space,) USD per kWh added to cost (owned), else 0
+    epochs_rule: object = None  # planner.epochs.EpochsRule: epochs by global batch; None: ``epochs``
 
     def __post_init__(self) -> None:
         self._kwargs = self.model.kwargs(self.devices, self.links) if self.model else {}
@@ -141,7 +144,8 @@ class Scorer:
             mem = memory.per_gpu(r.local_params, r.activation_bytes, param_bytes[p.precision])
         k = p.workers.astype(float)
         global_batch = np.rint(r.samples).astype(np.int64)  # whole samples (exact in float64)
-        iters = self.epochs * np.ceil(self.dataset_size / global_batch)
+        epochs = self.epochs_at(global_batch)
+        iters = epochs * np.ceil(self.dataset_size / global_batch)
         total = r.total
         ttt = iters * total
         nodes = p.workers // p.gpus_per_node
@@ -172,6 +176,7 @@ class Scorer:
             "iteration_s": total,
             "throughput_samples_s": global_batch / total,
             "time_to_train_s": ttt,
+            "epochs": epochs,
             "cost_usd": cost,
             **power,
             "gpu_cap": caps,
@@ -222,7 +227,14 @@ class Scorer:
             tokens=problem.tokens,
             net_arg=req.net,
             kwh_usd=problem.kwh_usd,
+            epochs_rule=problem.epochs_rule,
         )
+
+    def epochs_at(self, global_batch) -> np.ndarray:
+        """Epochs to train at each global batch (samples): the cited rule's, else the fixed count."""
+        if self.epochs_rule is None:
+            return np.full(np.shape(global_batch), float(self.epochs))
+        return self.epochs_rule.epochs(global_batch)
 
     def objective_values(self, m: dict[str, np.ndarray], objectives: tuple[str, ...]) -> np.ndarray:
         """(n_objectives, plans) values to minimise."""

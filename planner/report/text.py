@@ -65,7 +65,8 @@ def _time_words(b: dict) -> str:
     """Time to train, stating the tokens it covers (or the unit it is per) for a transformer."""
     span = f"{duration(b['time_to_train_s'])}{_range(b, 'time_to_train_s')}"
     if "training_tokens" not in b:
-        return f"time to train {span}"
+        epochs = f" for {b['epochs']:g} epochs ({b['epochs_basis']})" if "epochs" in b else ""
+        return f"time to train {span}{epochs}"
     if b.get("per_token_unit"):
         return (
             f"time per {tokens(b['training_tokens'])} tokens {span} (no training length known: set --tokens)"

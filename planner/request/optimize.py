@@ -16,6 +16,7 @@ from costs.hardware import PRECISIONS
 from costs.llm.evaluator import description
 from planner import catalog
 from planner.energy import Energy, with_options
+from planner.epochs import EpochsRule, rule_for
 from planner.errors import BadInput
 from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel, loader_for
@@ -104,6 +105,7 @@ class Problem:
     llm: dict | None = None  # transformer description (costs.llm.shard.dims) under the modern rules
     tokens: Tokens | None = None  # transformers: training tokens and global batch, with their sources
     hosts: object = None  # planner.hosts.HostArrays: each device's host per node size
+    epochs_rule: EpochsRule | None = None  # epochs by global batch (planner.epochs); None: ``epochs``
 
     @property
     def global_batch(self) -> int | None:
@@ -325,6 +327,7 @@ def validate(req: OptimizeRequest) -> Problem:
         costs=costs,
         epochs=epochs,
         dataset_size=dataset,
+        epochs_rule=None if req.epochs is not None or tokens else rule_for(req.net, req.optimizer),
         model=CostModel.of(
             req.rules,
             req.calibration,

@@ -85,6 +85,7 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         gpu_hours=float(m["gpus"][0] * m["time_to_train_s"][0] / 3600),
     )
     rec.update(_owned_fields(scorer, g, m))
+    rec.update(_epochs_fields(scorer, m))
     rec.update(_transformer_fields(scorer, m))
     if "vision" in scorer.costs.net.meta:  # the input size the plan is costed at
         rec["image_size"] = int(scorer.costs.net.meta["vision"]["image_size"])
@@ -119,6 +120,21 @@ def _interval_basis(scorer: Scorer, rec: dict) -> dict:
     if len(model.stacks) > 1:
         model = model.for_stack(rec["stack"])
     return {"interval_kind": model.interval_kind, "interval_basis": model.interval_basis}
+
+
+def _epochs_fields(scorer: Scorer, m: dict) -> dict:
+    """A CNN's epochs and what set them: the cited rule at this global batch (planner.epochs),
+    else the fixed count (the request's --epochs, or the net's with no cited rule)."""
+    if scorer.tokens is not None:
+        return {}
+    rule = scorer.epochs_rule
+    basis = (
+        rule.describe(int(m["global_batch"][0]))
+        if rule is not None
+        else "fixed: --epochs or the net's own count; no cited schedule by batch for this net and optimizer"
+    )
+    source = rule.source if rule is not None else ""
+    return {"epochs": float(m["epochs"][0]), "epochs_basis": basis, "epochs_source": source}
 
 
 def _owned_fields(scorer: Scorer, g: int, m: dict) -> dict:
