@@ -45,6 +45,11 @@ def shard_model(model: dict, tp: int) -> dict:
     """The description of one GPU's shard under ``tp``-way tensor parallelism, one block."""
     m = dims(model)
     kv = m["n_kv_heads"]
+    if m.get("moe") and "d_ff" in m["moe"]:  # fine-grained experts: each expert split like an MLP
+        m["moe"] = {**m["moe"], "d_ff": -(-m["moe"]["d_ff"] // tp)}
+    if m.get("window") is not None:  # the one block stands for the local and the global layers
+        local = m.pop("local_layers", None)
+        m["window_share"] = 1.0 if local is None else len(set(local)) / m["n_layers"]
     m.update(
         n_layers=1,
         batch=1,

@@ -78,7 +78,31 @@ def _attention_shape(layer, in_shapes, rules) -> Shape:
             f"input width {width} is not (n_heads + 2 n_kv_heads) x head_dim = {(h + 2 * kv) * hd}",
             layer=layer.name,
         )
+    window(layer)
     return (s, h * hd)
+
+
+def _qk_norm_shape(layer, in_shapes, rules) -> Shape:
+    s, width = _seq(layer, in_shapes)
+    h, kv, hd = _heads(layer)
+    if width != (h + 2 * kv) * hd:
+        raise SpecError(
+            f"input width {width} is not (n_heads + 2 n_kv_heads) x head_dim = {(h + 2 * kv) * hd}",
+            layer=layer.name,
+        )
+    return (s, width)
+
+
+def window(layer: Layer) -> tuple[int, float]:
+    """(keys a local query attends, share of the layer that is local); (0, 0) without a window."""
+    w = layer.spec.get("window")
+    if w is None:
+        return 0, 0.0
+    _pos(layer, "window")
+    share = layer.spec.get("window_share", 1.0)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
+        raise SpecError(f"'window_share' must be a number from 0 to 1, got {share!r}", layer=layer.name)
+    return int(w), float(share)
 
 
 def _swiglu_shape(layer, in_shapes, rules) -> Shape:
@@ -127,11 +151,22 @@ def _norm_params(s: ShapedLayer) -> int:
     return (2 if s.type == "LayerNorm" else 1) * s.out_shape[-1]
 
 
+def _qk_norm_params(s: ShapedLayer) -> int:
+    """One RMSNorm gain over head_dim for the queries, one for the keys, shared by every head
+    (Qwen3's and Gemma 3's q_norm and k_norm)."""
+    return 2 * _heads(s.layer)[2]
+
+
 def _expert_params(s: ShapedLayer) -> int:
     """One expert's feed-forward: SwiGLU has gate, up and down matrices; GELU up and down."""
     d, f = s.in_shapes[0][1], int(s.layer.spec["d_ff"])
     bias = f + d if s.layer.spec.get("bias", False) else 0
-    return (3 if s.layer.spec.get("activation", "swiglu") == "swiglu" else 2) * d * f + bias
+    return (3 if gated(s.layer.spec) else 2) * d * f + bias
+
+
+def gated(spec: dict) -> bool:
+    """Whether a feed-forward is gated (SwiGLU, GeGLU: gate, up and down matrices)."""
+    return spec.get("activation", "swiglu") in ("swiglu", "geglu")
 
 
 def _moe_params(s: ShapedLayer) -> int:
