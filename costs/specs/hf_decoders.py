@@ -122,10 +122,10 @@ def _mixtral(cfg: dict) -> dict:
 
 def _qwen_window(cfg: dict, n_layers: int) -> dict:
     """Qwen2/3: the window when ``use_sliding_window``, from layer ``max_window_layers`` on."""
-    if not as_bool(cfg, "use_sliding_window", False):
-        return {}
     first = as_int(cfg, "max_window_layers", 28)
-    return _window(cfg, n_layers, optional_int(cfg, "sliding_window", 4096), lambda i: i >= first)
+    used = as_bool(cfg, "use_sliding_window", False)
+    window = optional_int(cfg, "sliding_window", 4096) if used else None
+    return _window(cfg, n_layers, window, lambda i: i >= first)
 
 
 def _qwen2(cfg: dict) -> dict:
