@@ -147,6 +147,32 @@ PHI3_MINI = {  # https://huggingface.co/microsoft/Phi-3-mini-4k-instruct/blob/ma
     "tie_word_embeddings": False,
     "vocab_size": 32064,
 }
+DEEPSEEK_V3 = {  # https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json
+    "model_type": "deepseek_v3",
+    "first_k_dense_replace": 3,
+    "hidden_act": "silu",
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "kv_lora_rank": 512,
+    "max_position_embeddings": 163840,
+    "moe_intermediate_size": 2048,
+    "moe_layer_freq": 1,
+    "n_group": 8,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "num_attention_heads": 128,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 61,
+    "num_key_value_heads": 128,
+    "num_nextn_predict_layers": 1,
+    "q_lora_rank": 1536,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "tie_word_embeddings": False,
+    "topk_group": 4,
+    "v_head_dim": 128,
+    "vocab_size": 129280,
+}
 
 # Exact published totals (parameters).
 PUBLISHED = {
@@ -175,6 +201,8 @@ PUBLISHED = {
     # https://huggingface.co/microsoft/Phi-3-mini-4k-instruct/blob/main/model.safetensors.index.json
     "phi-3-mini-4k": (PHI3_MINI, 7642159104 // 2),
 }
+# Checked against transformers' own models (when installed), with the published totals above.
+BUILT = {**{k: v[0] for k, v in PUBLISHED.items()}, "deepseek-v3": DEEPSEEK_V3}
 
 
 def _net(cfg: dict, seq: int | None = None):
@@ -204,12 +232,12 @@ def test_parameter_count_is_the_published_integer(name):
     assert _params(_net(cfg)) == total
 
 
-@pytest.mark.parametrize("name", PUBLISHED)
+@pytest.mark.parametrize("name", BUILT)
 def test_parameter_count_equals_the_transformers_model_when_installed(name):
     """transformers' own model of the config, built on the meta device (no weights); optional."""
     torch = pytest.importorskip("torch", reason="torch is not installed")
     tf = pytest.importorskip("transformers", reason="transformers is not installed")
-    cfg = PUBLISHED[name][0]
+    cfg = BUILT[name]
     with torch.device("meta"):
         model = tf.AutoModelForCausalLM.from_config(tf.AutoConfig.for_model(**cfg))
     assert _params(_net(cfg)) == sum(p.numel() for p in model.parameters())
@@ -223,6 +251,34 @@ def test_qwen3_30b_a3b_activates_3_3_billion():
     assert _params(net) - _active(net) == layers_ * 120 * 3 * d * f
     assert _active(net) == 61064245248 // 2 - layers_ * 120 * 3 * d * f == 3_353_032_704
     assert 3.3e9 <= _active(net) < 3.4e9
+
+
+def _deepseek_v3_by_hand() -> tuple[int, int]:
+    """DeepSeek-V3's main model from its config's arithmetic (arXiv:2412.19437, §2.1):
+    (total, activated per token)."""
+    d, h, v, layers_, dense = 7168, 128, 129280, 61, 3
+    ql, kvl, nope, rope, vd = 1536, 512, 128, 64, 128
+    mla = d * ql + ql + ql * h * (nope + rope) + d * (kvl + rope) + kvl + kvl * h * (nope + vd) + h * vd * d
+    expert = 3 * d * 2048  # gate, up, down
+    sparse = 256 * d + 256 * expert + 1 * expert  # router, routed experts, the shared expert
+    norms = 2 * d
+    total = 2 * v * d + d + layers_ * (mla + norms) + dense * 3 * d * 18432 + (layers_ - dense) * sparse
+    return total, total - (layers_ - dense) * (256 - 8) * expert
+
+
+def test_deepseek_v3_is_671b_with_37b_activated():
+    """README (github.com/deepseek-ai/DeepSeek-V3, read 2026-11-25): "671B total, 37B activated";
+    "685B, which includes 671B of the Main Model weights and 14B of the Multi-Token Prediction
+    (MTP) Module weights". planner counts the main model, as transformers' DeepseekV3ForCausalLM
+    builds it (671,026,404,352); the MTP module (``num_nextn_predict_layers``: one more MoE block,
+    a 2d x d projection and two norms, sharing the embedding and head) is neither counted nor
+    costed. 37.55B activated reads "37B" with the digits after the integer dropped."""
+    total, active = _deepseek_v3_by_hand()
+    net = _net(DEEPSEEK_V3)
+    assert (_params(net), _active(net)) == (total, active) == (671_026_404_352, 37_552_282_624)
+    assert round(total / 1e9) == 671 and 37e9 <= active < 38e9
+    kinds = [net[f"layer{i}/moe"].type if i >= 3 else net[f"layer{i}/down"].type for i in range(61)]
+    assert kinds == ["Linear"] * 3 + ["MoE"] * 58  # dense first, then sparse
 
 
 def test_qwen2_biases_q_k_v_only_and_llama_attention_bias_spares_the_mlp():
@@ -275,26 +331,30 @@ def test_qwen3_30b_a3b_training_flops_per_token_by_hand():
     assert got > want  # the elementwise FLOPs come on top
 
 
-@pytest.mark.parametrize("cfg", [GEMMA2_9B, GEMMA3_1B, QWEN3_30B_A3B], ids=lambda c: c["model_type"])
+@pytest.mark.parametrize(
+    "cfg", [GEMMA2_9B, GEMMA3_1B, QWEN3_30B_A3B, DEEPSEEK_V3], ids=lambda c: c["model_type"]
+)
 def test_the_one_block_shard_carries_every_layer(cfg, tmp_path):
     """The LLM evaluator's one-block shard (local and global layers in their shares) times the
-    layers is the whole net: parameters exactly, training FLOPs to rounding."""
+    layers is the whole net (parameters, training FLOPs), to float rounding of the shares."""
     path = tmp_path / "config.json"
     path.write_text(json.dumps({**cfg, "max_position_embeddings": 8192}))
     costs = catalog.net_costs(str(path), "modern")
     m = costs.net.meta["model"]
     sh = llm_shard.shard(m, 1, MODERN)
-    assert sh.params[0] + m["n_layers"] * sh.params[1] + sh.params[2] == costs.total_params
+    total = sh.params[0] + m["n_layers"] * sh.params[1] + sh.params[2]
+    assert total == pytest.approx(costs.total_params, rel=1e-12)
     whole = sh.flops[0] + m["n_layers"] * sh.flops[1] + sh.flops[2]
     assert whole == pytest.approx(_training_flops(costs.net), rel=1e-12)
 
 
-def test_llm_evaluator_scores_a_qwen3_moe_plan_array(tmp_path):
+@pytest.mark.parametrize("cfg", [QWEN3_30B_A3B, DEEPSEEK_V3], ids=lambda c: c["model_type"])
+def test_llm_evaluator_scores_a_moe_plan_array(tmp_path, cfg):
     from costs.hardware import PRECISIONS
     from costs.model import evaluate, plans
 
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({**QWEN3_30B_A3B, "max_position_embeddings": 4096}))
+    path.write_text(json.dumps({**cfg, "max_position_embeddings": 4096}))
     costs = catalog.net_costs(str(path), "modern")
     p = plans(
         costs.n_layers,
@@ -333,6 +393,14 @@ def test_llm_evaluator_scores_a_qwen3_moe_plan_array(tmp_path):
         ),
         ({"mlp_only_layers": [0, 1]}, "config field 'mlp_only_layers' must be empty"),
         ({"layer_types": ["full_attention"]}, "config field 'layer_types' must list 48"),
+        (
+            {**DEEPSEEK_V3, "first_k_dense_replace": 61},
+            "config field 'first_k_dense_replace' must be an integer",
+        ),
+        (
+            {**DEEPSEEK_V3, "num_experts_per_tok": 300},
+            "config field 'num_experts_per_tok' (300) must not exceed",
+        ),
     ],
 )
 def test_a_bad_config_is_one_line_naming_the_key(tmp_path, capsys, change, message):
@@ -348,3 +416,37 @@ def test_a_bad_config_is_one_line_naming_the_key(tmp_path, capsys, change, messa
 def test_a_zero_window_is_refused_for_mistral_too():
     with pytest.raises(SpecError, match="config field 'sliding_window' must be a positive integer, got -1"):
         hf_config.to_model({**MISTRAL_7B, "sliding_window": -1})
+
+
+@pytest.mark.parametrize("cfg", [DEEPSEEK_V3, QWEN3_30B_A3B, GEMMA2_9B], ids=lambda c: c["model_type"])
+def test_one_gpu_llm_times_equal_the_layer_graph(tmp_path, cfg):
+    """TP 1, PP 1: the LLM evaluator's weighted blocks give the forward and backward seconds of
+    the modern evaluator's sum over every layer of the whole net."""
+    from costs.hardware import PRECISIONS
+    from costs.llm import evaluator as llm
+    from costs.model import plans
+    from costs.modern import evaluator as modern
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**cfg, "max_position_embeddings": 8192}))
+    costs = catalog.net_costs(str(path), "modern")
+    names = (["H100_SXM"], ["ib_ndr", "nvlink4"])
+    devices, links, eff = (
+        catalog.device_table(names[0]),
+        catalog.link_table(names[1]),
+        catalog.efficiency(*names),
+    )
+    p = plans(
+        costs.n_layers,
+        device=0,
+        network=0,
+        intra_link=1,
+        precision=PRECISIONS.index("bf16"),
+        batch=1,
+        workers=1,
+        scheme=3,
+    )
+    a = llm.evaluate(costs, p, devices, links, efficiency=eff)
+    b = modern.evaluate(costs, p, devices, links, efficiency=eff)
+    assert a.forward[0] == pytest.approx(b.forward[0], rel=1e-9)
+    assert a.backward[0] == pytest.approx(b.backward[0], rel=1e-9)

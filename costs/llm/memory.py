@@ -53,7 +53,7 @@ def layer_activations(m: dict, b, elem, tp, sp, recompute) -> np.ndarray:
     """Bytes of one transformer layer's stored activations per microbatch on one GPU (see the
     module docstring); ``m`` is the model description with ``dims`` filled in."""
     s, h, a, kv, hd = m["seq_len"], m["d_model"], m["n_heads"], m["n_kv_heads"], m["head_dim"]
-    k = m["moe"]["top_k"] if m.get("moe") else 1
+    k = m["moe"]["top_k"] + (m["moe"].get("n_shared") or 0) if m.get("moe") else 1  # experts a token uses
     ff = m["moe"].get("d_ff", m["d_ff"]) if m.get("moe") else m["d_ff"]
     up = ff * (2 if m["activation"] in ("swiglu", "geglu") else 1)
     drop = 1.0 if m.get("dropout") else 0.0

@@ -17,6 +17,8 @@ modelling file's parameters, which set what a description must say:
   sliding-window (even) and global layers; ``gemma3_text`` adds Q/K norms and five local
   layers per global one (``sliding_window_pattern``); ``gemma3`` (the multimodal checkpoint)
   is read as its ``text_config``: the language model only, without the SigLIP vision tower.
+- ``deepseek_v3``: multi-head latent attention and a mixture of routed and shared experts after
+  dense layers (:func:`_deepseek_v3`).
 - ``phi3``: Llama's layout (fused QKV and gate/up projections: the same parameters), no
   biases, ``sliding_window`` on every layer when set.
 
@@ -180,6 +182,40 @@ def _phi3(cfg: dict) -> dict:
     return {**desc, **_window(cfg, desc["n_layers"], optional_int(cfg, "sliding_window"), _every)}
 
 
+def _deepseek_v3(cfg: dict) -> dict:
+    """DeepSeek-V3 (arXiv:2412.19437, §2.1): MLA, and a mixture of ``n_routed_experts`` fine-grained
+    experts plus ``n_shared_experts`` shared ones after ``first_k_dense_replace`` dense layers.
+    The ``num_nextn_predict_layers`` multi-token-prediction modules are not part of the model
+    transformers builds (nor of the published 671B): they are not counted."""
+    freq = as_int(cfg, "moe_layer_freq", 1)
+    if freq != 1:
+        raise SpecError(
+            f"config field 'moe_layer_freq' must be 1 (every layer after the dense ones), got {freq}"
+        )
+    heads = as_int(cfg, "num_attention_heads")
+    mla = {
+        "q_lora_rank": optional_int(cfg, "q_lora_rank", 1536),
+        "kv_lora_rank": as_int(cfg, "kv_lora_rank", 512),
+        "qk_nope_head_dim": as_int(cfg, "qk_nope_head_dim", 128),
+        "qk_rope_head_dim": as_int(cfg, "qk_rope_head_dim", 64),
+        "v_head_dim": as_int(cfg, "v_head_dim", 128),
+    }
+    cfg = {**cfg, "num_key_value_heads": heads, "head_dim": mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]}
+    desc = {**_decoder(cfg), **_biases(False, False, False), "mla": mla}
+    dense = cfg.get("first_k_dense_replace", 3)
+    if not isinstance(dense, int) or isinstance(dense, bool) or not 0 <= dense < desc["n_layers"]:
+        raise SpecError(
+            f"config field 'first_k_dense_replace' must be an integer from 0 to {desc['n_layers'] - 1}, got {dense!r}"
+        )
+    moe = {
+        **_top_k(cfg, "n_routed_experts"),
+        "d_ff": as_int(cfg, "moe_intermediate_size"),
+        "n_shared": cfg.get("n_shared_experts") and as_int(cfg, "n_shared_experts"),
+        "first_dense": dense,
+    }
+    return {**desc, "moe": moe}
+
+
 READERS = {
     "llama": _llama,
     "mistral": _mistral,
@@ -192,4 +228,5 @@ READERS = {
     "gemma3_text": _gemma3_text,
     "gemma3": _gemma3,
     "phi3": _phi3,
+    "deepseek_v3": _deepseek_v3,
 }

@@ -35,6 +35,8 @@ from costs.specs.transformer_shapes import (
     _lm_head_params,
     _lm_head_shape,
     _loss_shape,
+    _mla_params,
+    _mla_shape,
     _moe_params,
     _moe_shape,
     _norm_params,
@@ -44,6 +46,8 @@ from costs.specs.transformer_shapes import (
     _swiglu_shape,
     _tables,
     gated,
+    mla_dims,
+    v_head_dim,
     window,
 )
 from costs.specs.transformer_shapes import (
@@ -175,11 +179,12 @@ def score_share(seq: int, spec: dict, w: int, local: float) -> float:
 def _attention_cost(s: ShapedLayer) -> dict[str, Cost]:
     seq, width = s.in_shapes[0]
     h, _, hd = _heads(s.layer)
-    y = seq * h * hd
+    vd = v_head_dim(s.layer)
+    y = seq * h * vd
     flash = bool(s.layer.spec.get("flash", False))
     part = score_share(seq, s.layer.spec, *window(s.layer))
     scores = h * seq * seq  # elements of the seq x seq score matrices
-    mm = part * 4.0 * seq * seq * h * hd  # Q K^T and P V
+    mm = part * 2.0 * seq * seq * h * (hd + vd)  # Q K^T and P V
     soft = part * 5.0 * scores  # max, subtract, exp, sum, divide
     if flash:  # scores stay on chip; the row log-sum-exp is saved for the backward
         return {
@@ -210,6 +215,21 @@ def _swiglu_cost(s: ShapedLayer) -> dict[str, Cost]:
 def _geglu_cost(s: ShapedLayer) -> dict[str, Cost]:
     y = prod(s.out_shape)  # gelu(gate) * up: the tanh GELU (about 8 FLOPs) and one product
     return _pointwise(2 * y, y, 9 * y, 14 * y)
+
+
+def _mla_cost(s: ShapedLayer) -> dict[str, Cost]:
+    """The MLA projections' GEMMs (see ``_mla_params``) and the two latent RMSNorms."""
+    seq, d = s.in_shapes[0]
+    h, q, kv, nope, rope, v = mla_dims(s.layer)
+    gemms = [_gemm(seq, d, kv + rope), _gemm(seq, kv, h * (nope + v))]
+    gemms += [_gemm(seq, d, q), _gemm(seq, q, h * (nope + rope))] if q else [_gemm(seq, d, h * (nope + rope))]
+    x = seq * (q + kv)  # the latents the norms read
+    norms = {
+        "fwd": Cost(vec=5 * x, act=3 * x, kernels=2),
+        "bwd_data": Cost(vec=7 * x, act=3 * x, kernels=2),
+        "bwd_filter": Cost(vec=2 * x, act=2 * x, kernels=2),
+    }
+    return _merge(*gemms, norms)
 
 
 def _qk_norm_cost(s: ShapedLayer) -> dict[str, Cost]:
@@ -283,6 +303,7 @@ KINDS: dict[str, Kind] = {
     "SwiGLU": Kind(_swiglu_shape, _NONE, _swiglu_cost),
     "GeGLU": Kind(_swiglu_shape, _NONE, _geglu_cost),
     "QKNorm": Kind(_qk_norm_shape, _qk_norm_params, _qk_norm_cost),
+    "MLA": Kind(_mla_shape, _mla_params, _mla_cost),
     "Add": Kind(_add_shape, _NONE, _add_cost),
     "MoE": Kind(_moe_shape, _moe_params, _moe_cost),
     "LMHead": Kind(_lm_head_shape, _lm_head_params, _lm_head_cost),
@@ -291,7 +312,7 @@ KINDS: dict[str, Kind] = {
 TYPES = frozenset(KINDS)
 # Layers whose GEMMs Transformer Engine runs in FP8 (te.Linear and its fused forms, the experts'
 # grouped GEMMs); attention's batched matmuls and the LM head stay bf16 (see costs.hardware).
-FP8_TYPES = frozenset(("Linear", "MoE"))
+FP8_TYPES = frozenset(("Linear", "MoE", "MLA"))
 
 
 def fused_attention(s: ShapedLayer) -> bool:
@@ -310,6 +331,8 @@ def param_tensors(s: ShapedLayer) -> int:
         return len(_tables(s.layer))
     if s.type == "LMHead":
         return (0 if s.layer.spec.get("tied", False) else 1) + bias
+    if s.type == "MLA":
+        return 7 if s.layer.spec.get("q_lora_rank") else 4  # projections and latent norms
     return {"Linear": 1 + bias, "LayerNorm": 2, "RMSNorm": 1, "QKNorm": 2}.get(s.type, 0)
 
 

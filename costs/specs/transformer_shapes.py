@@ -70,16 +70,39 @@ def _heads(layer: Layer) -> tuple[int, int, int]:
     return h, kv, hd
 
 
+def v_head_dim(layer: Layer) -> int:
+    """Width of a value head: head_dim unless set apart (MLA's v_head_dim)."""
+    return _pos(layer, "v_head_dim", _heads(layer)[2])
+
+
 def _attention_shape(layer, in_shapes, rules) -> Shape:
     s, width = _seq(layer, in_shapes)
     h, kv, hd = _heads(layer)
-    if width != (h + 2 * kv) * hd:
+    vd = v_head_dim(layer)
+    if width != (h + kv) * hd + kv * vd:
         raise SpecError(
-            f"input width {width} is not (n_heads + 2 n_kv_heads) x head_dim = {(h + 2 * kv) * hd}",
+            f"input width {width} is not (n_heads + n_kv_heads) x head_dim + n_kv_heads x v_head_dim"
+            f" = {(h + kv) * hd + kv * vd}",
             layer=layer.name,
         )
     window(layer)
-    return (s, h * hd)
+    return (s, h * vd)
+
+
+def mla_dims(layer: Layer) -> tuple[int, int, int, int, int, int]:
+    """(heads, q_lora_rank or 0, kv_lora_rank, qk_nope, qk_rope, v_head_dim) of an MLA projection."""
+    q = layer.spec.get("q_lora_rank") or 0
+    if q:
+        _pos(layer, "q_lora_rank")
+    keys = ("n_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+    h, kv, nope, rope, v = (_pos(layer, k) for k in keys)
+    return h, q, kv, nope, rope, v
+
+
+def _mla_shape(layer, in_shapes, rules) -> Shape:
+    s, _ = _seq(layer, in_shapes)
+    h, _, _, nope, rope, v = mla_dims(layer)
+    return (s, h * (2 * (nope + rope) + v))  # Q and K of nope + rope per head, then V
 
 
 def _qk_norm_shape(layer, in_shapes, rules) -> Shape:
@@ -149,6 +172,17 @@ def _linear_params(s: ShapedLayer) -> int:
 
 def _norm_params(s: ShapedLayer) -> int:
     return (2 if s.type == "LayerNorm" else 1) * s.out_shape[-1]
+
+
+def _mla_params(s: ShapedLayer) -> int:
+    """DeepSeek-V2/V3's multi-head latent attention projections (arXiv:2405.04434, §2.1.2):
+    queries through a ``q_lora_rank`` latent (down, RMSNorm, up) or directly; keys and values
+    through a ``kv_lora_rank`` latent (down with the shared RoPE key, RMSNorm, up to each head's
+    no-RoPE key and value). The output projection is a separate Linear."""
+    d = s.in_shapes[0][1]
+    h, q, kv, nope, rope, v = mla_dims(s.layer)
+    queries = d * q + q + q * h * (nope + rope) if q else d * h * (nope + rope)
+    return queries + d * (kv + rope) + kv + kv * h * (nope + v)
 
 
 def _qk_norm_params(s: ShapedLayer) -> int:

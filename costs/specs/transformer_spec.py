@@ -18,7 +18,11 @@ by default: Qwen2 biases Q, K and V only), ``qk_norm`` (an RMSNorm over head_dim
 and key head: Qwen3, Gemma 3), ``post_norms`` (an RMSNorm on the attention and the
 feed-forward outputs before each residual add: Gemma 2 and 3), ``window`` (sliding-window
 attention over that many keys) with ``local_layers`` (the indices of the layers that use it;
-all of them when absent) or, in a one-block shard, ``window_share`` (the share of local layers).
+all of them when absent) or, in a one-block shard, ``window_share`` (the share of local layers),
+``mla`` (DeepSeek's multi-head latent attention: ``q_lora_rank`` (null: no query latent),
+``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``), and in ``moe``:
+``n_shared`` (always-on experts of ``d_ff`` each, summed with the routed ones) and
+``first_dense`` (the first layers keep a dense feed-forward of the model's ``d_ff``).
 
 Run as ``python -m costs.specs.transformer_spec FILE...`` to rewrite each file's ``layers`` from its
 ``model`` (the zoo's transformer files are generated this way).
@@ -72,6 +76,13 @@ def _checked(desc: dict[str, Any]) -> dict[str, Any]:
             raise SpecError(f"model field '{key}' must be one of {', '.join(valid)}, got {m[key]!r}")
     m.setdefault("n_kv_heads", m["n_heads"])
     m.setdefault("head_dim", m["d_model"] // m["n_heads"])
+    mla = m.get("mla")
+    if mla is not None:
+        keys = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+        if not isinstance(mla, dict) or set(keys) - set(mla):
+            raise SpecError(f"model field 'mla' must be an object with {', '.join(keys)}")
+        m["head_dim"] = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
+        m["n_kv_heads"] = m["n_heads"]
     m.setdefault("max_positions", m["seq_len"])
     for key in ("qkv_bias", "out_bias", "mlp_bias"):
         m.setdefault(key, m["bias"])
@@ -107,20 +118,38 @@ def _attention_window(m: dict, i: int) -> dict[str, Any]:
     return {"window": m["window"]} if local is None or i in local else {}
 
 
-def _ffn(m: dict, x: str) -> dict[str, dict]:
-    """The feed-forward sublayers reading ``x``; the last one is the branch output."""
-    if m.get("moe"):
-        width = m["moe"].get("d_ff", m["d_ff"])
-        spec = {"type": "MoE", "parents": [x], "d_ff": width, "activation": m["activation"]}
-        return {"moe": {**spec, "n_experts": m["moe"]["n_experts"], "top_k": m["moe"]["top_k"]}}
+def _mlp(m: dict, x: str, width: int, prefix: str = "") -> dict[str, dict]:
+    """A dense feed-forward of ``width`` reading ``x``: up (gate and up when gated), act, down."""
     gated = m["activation"] in ("swiglu", "geglu")
-    up = m["d_ff"] * (2 if gated else 1)  # gated: gate and up projections side by side
+    up = width * (2 if gated else 1)  # gated: gate and up projections side by side
     act = {"swiglu": "SwiGLU", "geglu": "GeGLU"}.get(m["activation"], "GELU")
+    bias = m["mlp_bias"]
     return {
-        "up": {"type": "Linear", "parents": [x], "num_outputs": up, "bias": m["mlp_bias"]},
-        "act": {"type": act, "parents": ["up"]},
-        "down": {"type": "Linear", "parents": ["act"], "num_outputs": m["d_model"], "bias": m["mlp_bias"]},
+        f"{prefix}up": {"type": "Linear", "parents": [x], "num_outputs": up, "bias": bias},
+        f"{prefix}act": {"type": act, "parents": [f"{prefix}up"]},
+        f"{prefix}down": {
+            "type": "Linear",
+            "parents": [f"{prefix}act"],
+            "num_outputs": m["d_model"],
+            "bias": bias,
+        },
     }
+
+
+def _ffn(m: dict, x: str, i: int) -> dict[str, dict]:
+    """Layer ``i``'s feed-forward sublayers reading ``x``; the last one is the branch output.
+    A mixture of experts may keep its first ``first_dense`` layers dense (DeepSeek-V3) and add
+    ``n_shared`` always-on experts beside the routed ones (DeepSeek-MoE, arXiv:2401.06066)."""
+    moe = m.get("moe")
+    if not moe or i < moe.get("first_dense", 0):
+        return _mlp(m, x, m["d_ff"])
+    width = moe.get("d_ff", m["d_ff"])
+    spec = {"type": "MoE", "parents": [x], "d_ff": width, "activation": m["activation"]}
+    out = {"moe": {**spec, "n_experts": moe["n_experts"], "top_k": moe["top_k"]}}
+    if moe.get("n_shared"):
+        out.update(_mlp(m, x, moe["n_shared"] * width, "shared_"))
+        out["ffn_sum"] = {"type": "Add", "parents": ["moe", "shared_down"]}
+    return out
 
 
 def _branch(layers: dict, m: dict, name: str, last: str) -> str:
@@ -139,13 +168,17 @@ def _block(m: dict, x: str, i: int) -> dict[str, Any]:
     layers: dict[str, Any] = {}
     if pre:
         layers["ln1"] = {"type": norm, "parents": [x]}
-    layers["qkv"] = {
-        "type": "Linear",
-        "parents": ["ln1" if pre else x],
-        "num_outputs": (h + 2 * kv) * hd,
-        "bias": m["qkv_bias"],
-    }
     heads = {"n_heads": h, "n_kv_heads": kv, "head_dim": hd}
+    if m.get("mla"):
+        layers["qkv"] = {"type": "MLA", "parents": ["ln1" if pre else x], "n_heads": h, **m["mla"]}
+        heads = {"n_heads": h, "n_kv_heads": h, "head_dim": hd, "v_head_dim": m["mla"]["v_head_dim"]}
+    else:
+        layers["qkv"] = {
+            "type": "Linear",
+            "parents": ["ln1" if pre else x],
+            "num_outputs": (h + 2 * kv) * hd,
+            "bias": m["qkv_bias"],
+        }
     qkv = "qkv"
     if m["qk_norm"]:
         layers["qk_norm"] = {"type": "QKNorm", "parents": ["qkv"], **heads}
@@ -175,7 +208,7 @@ def _block(m: dict, x: str, i: int) -> dict[str, Any]:
         mid = "ln1"
     else:
         layers["ln2"] = {"type": norm, "parents": ["add1"]}
-    ffn = _ffn(m, "ln2" if pre else mid)
+    ffn = _ffn(m, "ln2" if pre else mid, i)
     layers.update(ffn)
     ffn_out = list(ffn)[-1]
     if m["post_norms"]:
