@@ -450,3 +450,20 @@ def test_one_gpu_llm_times_equal_the_layer_graph(tmp_path, cfg):
     b = modern.evaluate(costs, p, devices, links, efficiency=eff)
     assert a.forward[0] == pytest.approx(b.forward[0], rel=1e-9)
     assert a.backward[0] == pytest.approx(b.backward[0], rel=1e-9)
+
+
+def test_mla_activation_memory_keeps_the_latents_and_narrower_values():
+    """Per layer and token (E = 2 bytes, t = 1): the latents 2 E (q_lora_rank + kv_lora_rank)
+    beside Korthikanti's terms; values and the output-projection input at v_head_dim (128), not
+    the 192 of a query/key head."""
+    import numpy as np
+
+    from costs.llm import memory as llm_memory
+
+    m = llm_shard.dims(hf_config.to_model({**DEEPSEEK_V3, "max_position_embeddings": 4096}))
+    plain = {k: v for k, v in m.items() if k != "mla"}
+    one = [np.array(x) for x in (1.0, 1, False, llm_memory.NONE)]  # b, t, sp, recompute
+    with_mla = llm_memory.layer_activations(m, one[0], 2.0, one[1], one[2], one[3])
+    without = llm_memory.layer_activations(plain, one[0], 2.0, one[1], one[2], one[3])
+    a, s = 128, 4096
+    assert with_mla - without == s * 2.0 * (2 * (1536 + 512) - 2 * a * (192 - 128))

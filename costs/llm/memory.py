@@ -18,7 +18,8 @@ Split by ``t``: Q and K (E sb (a + kv) hd), V (E sb kv hd), the attention-output
 (E sbh), the MLP activation input (E sb d_up) and the down-projection input (E sb d_ff), times
 top-k for a mixture of experts (``d_ff`` then one expert's width); the inputs of per-head
 query and key norms (E sb (a + kv) hd, Qwen3) and of norms on the branch outputs (2Esbh whole,
-Gemma 2); a standard attention kernel also keeps the softmax output
+Gemma 2); with MLA, value heads of v_head_dim and the query and key/value latents (2E sb
+(q_lora_rank + kv_lora_rank), whole); a standard attention kernel also keeps the softmax output
 (E a s^2 b) and, with dropout, its mask and output (a s^2 b + E a s^2 b); flash attention
 keeps the row log-sum-exp (4 a s b) instead. For GPT-3's shapes with E = 2 this is the paper's
 ``sbh (10 + 24/t + 5as/(ht))`` (eq. 2), ``sbh (34 + 5as/h) / t`` with sequence parallelism.
@@ -63,7 +64,13 @@ def layer_activations(m: dict, b, elem, tp, sp, recompute) -> np.ndarray:
     post = 2 * h if m.get("post_norms") else 0  # Gemma 2's norms of the branch outputs: their inputs
     whole = sb * (elem * (2 * h + h + k * h + post) + 2 * drop * h)
     qk = (a + kv) * hd if m.get("qk_norm") else 0  # the per-head norms keep their inputs
-    split = sb * elem * ((a + kv) * hd + kv * hd + a * hd + qk + k * (up + ff))
+    mla = m.get("mla") or {}
+    vd = mla.get("v_head_dim", hd)
+    # MLA's query and key/value latents, kept for their norms and up-projections; the down
+    # projections are not split by tensor parallelism (Megatron-Core duplicates them)
+    latents = 2 * ((mla.get("q_lora_rank") or 0) + mla.get("kv_lora_rank", 0))
+    whole = whole + sb * elem * latents
+    split = sb * elem * ((a + kv) * hd + kv * vd + a * vd + qk + k * (up + ff))
     if m.get("attention") == "flash":
         scores = 4.0 * a * sb
     else:
