@@ -112,9 +112,10 @@ def _build(model_json: str, tp: int, rules) -> Shard:
     part = np.array([_part(s.name) for s in net.layers])
     block = part == BLOCK
     shares = block_weights(model)
-    w = np.array(
-        [shares[int(s.name[5])] if p == BLOCK else 1.0 for s, p in zip(net.layers, part, strict=True)]
-    )
+    index = [
+        int(s.name.split("/")[0].removeprefix("layer")) if p == BLOCK else 0 for s, p in zip(net.layers, part)
+    ]
+    w = np.where(block, np.array(shares)[index], 1.0)  # a block layer stands for its share
     replicated = block & np.array([s.type in _REPLICATED for s in net.layers])
     core = np.array([s.type == "Attention" and not s.layer.spec.get("flash") for s in net.layers])
     params = np.array([float((w * costs.params)[part == k].sum()) for k in (EMBED, BLOCK, HEAD)])

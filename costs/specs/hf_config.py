@@ -68,11 +68,6 @@ def _readers() -> dict[str, Any]:
     return {"gpt2": _gpt2, "bert": _bert, **hf_decoders.READERS}
 
 
-def families() -> tuple[str, ...]:
-    """The ``model_type`` values read."""
-    return tuple(_readers())
-
-
 def is_hf_config(spec: Any) -> bool:
     """A parsed JSON object that is a Hugging Face config rather than a layer spec."""
     return isinstance(spec, dict) and "layers" not in spec and "model_type" in spec
