@@ -467,3 +467,23 @@ def test_mla_activation_memory_keeps_the_latents_and_narrower_values():
     without = llm_memory.layer_activations(plain, one[0], 2.0, one[1], one[2], one[3])
     a, s = 128, 4096
     assert with_mla - without == s * 2.0 * (2 * (1536 + 512) - 2 * a * (192 - 128))
+
+
+def test_gemma3_multimodal_config_reads_its_language_model():
+    """A gemma3 checkpoint's config nests the language model in ``text_config`` (the SigLIP
+    vision tower is not counted)."""
+    wrapped = {
+        "model_type": "gemma3",
+        "text_config": {k: v for k, v in GEMMA3_1B.items() if k != "model_type"},
+    }
+    assert _params(_net(wrapped)) == PUBLISHED["gemma-3-1b"][1]
+    with pytest.raises(SpecError, match="config field 'text_config' must be an object"):
+        hf_config.to_model({"model_type": "gemma3"})
+
+
+def test_qwen2_sliding_window_starts_at_max_window_layers():
+    cfg = {**QWEN25_7B, "use_sliding_window": True, "sliding_window": 4096, "max_window_layers": 20}
+    net = _net(cfg)
+    local = [i for i in range(28) if net[f"layer{i}/attn"].layer.spec.get("window") == 4096]
+    assert local == list(range(20, 28))
+    assert all("window" not in _net(QWEN25_7B)[f"layer{i}/attn"].layer.spec for i in range(28))
