@@ -139,20 +139,33 @@ def _every_type_spec(flash: bool = False, causal: bool = True) -> dict:
         "embed": {"type": "Embedding", "parents": ["data"], "vocab": V, "d_model": D, "positions": S},
         "ln": {"type": "LayerNorm", "parents": ["embed"]},
         "qkv": {"type": "Linear", "parents": ["ln"], "num_outputs": (4 + 2 * 2) * 8, "bias": True},
+        "qkn": {"type": "QKNorm", "parents": ["qkv"], "n_heads": 4, "n_kv_heads": 2, "head_dim": 8},
         "attn": {
             "type": "Attention",
-            "parents": ["qkv"],
+            "parents": ["qkn"],
             "n_heads": 4,
             "n_kv_heads": 2,
             "head_dim": 8,
             "causal": causal,
             "flash": flash,
         },
-        "add": {"type": "Add", "parents": ["attn", "embed"]},
+        "mla": {
+            "type": "MLA",
+            "parents": ["ln"],
+            "n_heads": 4,
+            "q_lora_rank": 8,
+            "kv_lora_rank": 8,
+            "qk_nope_head_dim": 4,
+            "qk_rope_head_dim": 4,
+            "v_head_dim": 8,
+        },
+        "mla_attn": {"type": "Attention", "parents": ["mla"], "n_heads": 4, "head_dim": 8, "v_head_dim": 8},
+        "add": {"type": "Add", "parents": ["attn", "embed", "mla_attn"]},
         "rms": {"type": "RMSNorm", "parents": ["add"]},
         "up": {"type": "Linear", "parents": ["rms"], "num_outputs": 4 * D},
         "swiglu": {"type": "SwiGLU", "parents": ["up"]},
-        "gelu": {"type": "GELU", "parents": ["swiglu"]},
+        "geglu": {"type": "GeGLU", "parents": ["swiglu"]},
+        "gelu": {"type": "GELU", "parents": ["geglu"]},
         "down": {"type": "Linear", "parents": ["gelu"], "num_outputs": D},
         "drop": {"type": "Dropout", "parents": ["down"]},
         "moe": {"type": "MoE", "parents": ["drop"], "n_experts": 4, "top_k": 2, "d_ff": 48},
@@ -225,6 +238,7 @@ def test_grouped_and_multi_query_attention_change_the_projection_only():
         spec = _every_type_spec()
         spec["layers"]["qkv"]["num_outputs"] = (4 + 2 * kv) * 8
         spec["layers"]["attn"]["n_kv_heads"] = kv
+        spec["layers"]["qkn"]["n_kv_heads"] = kv
         net = build_net(spec, "t.json", PLANNER)
         assert layers.params(net["qkv"]) == D * (4 + 2 * kv) * 8 + (4 + 2 * kv) * 8
         assert transformer.costs(net["attn"])["fwd"].tc == 4.0 * S * S * 32

@@ -52,7 +52,7 @@ from costs.comm import collectives, overlap
 from costs.hardware import ELEMENT_SIZE, DeviceTable, LinkTable
 from costs.llm import memory as llm_memory
 from costs.llm.memory import FULL, SELECTIVE
-from costs.llm.shard import BLOCK, EMBED, HEAD, Shard, dims, shard
+from costs.llm.shard import BLOCK, EMBED, HEAD, Shard, block_weights, dims, shard
 from costs.modern.efficiency import Efficiency
 from costs.modern.evaluator import GRAD_BYTES, ModernBreakdown, Options, layer_times
 from costs.plans import Plans
@@ -101,8 +101,9 @@ def _part_times(sh: Shard, devices, eff, plans: Plans, idx, out: dict) -> None:
     times, kernels, inv = layer_times(
         sh.terms, devices, eff, plans.device[idx], plans.precision[idx], plans.batch[idx]
     )
-    f, b = times[:, 0], times[:, 1] + times[:, 2]
-    k = kernels.sum(axis=1)
+    w = sh.weight[:, None]  # a block layer counts for its share of the layers
+    f, b = w * times[:, 0], w * (times[:, 1] + times[:, 2])
+    k = w * kernels.sum(axis=1)
     split = (sh.part == BLOCK) & ~sh.replicated
     emb, head = sh.part == EMBED, sh.part == HEAD
     parts = (  # in the order of _PARTS + _KERNELS
@@ -112,7 +113,7 @@ def _part_times(sh: Shard, devices, eff, plans: Plans, idx, out: dict) -> None:
     table = np.stack([x[mask].sum(axis=0) for x, mask in parts], axis=1)[inv]  # one gather
     for j, name in enumerate(_PARTS + _KERNELS):
         out[name][idx] = table[:, j]
-    tensors = [float(sh.terms.param_tensors[sh.part == k].sum()) for k in (EMBED, BLOCK, HEAD)]
+    tensors = [float((sh.weight * sh.terms.param_tensors)[sh.part == k].sum()) for k in (EMBED, BLOCK, HEAD)]
     values = (*sh.params, sh.expert_params, *tensors)
     for name, value in zip(_PER_SHARD, values, strict=True):
         out[name][idx] = value
@@ -178,6 +179,7 @@ def _microbatch(c: _Ctx, x: dict, recompute) -> dict:
         bw, lat = _link(c, c.t * c.e > c.per_node)
         nbytes = c.hidden * moe["top_k"] * (c.e - 1) / c.e
         a2a = np.where(c.e > 1, (4.0 + 2.0 * (recompute == FULL)) * (nbytes / bw + (c.e - 1) * lat), 0.0)
+        a2a = a2a * block_weights(c.m)[-1]  # the sparse layers' share (dense layers send nothing)
     return dict(
         blk_f=blk_f,
         blk_b=blk_b + rec,

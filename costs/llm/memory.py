@@ -16,7 +16,10 @@ GPU of the tensor-parallel group (split by ``t`` only with sequence parallelism)
 inputs (2Esbh), the QKV and MLP inputs (2Esbh) and the dropout masks (2sbh with dropout).
 Split by ``t``: Q and K (E sb (a + kv) hd), V (E sb kv hd), the attention-output input
 (E sbh), the MLP activation input (E sb d_up) and the down-projection input (E sb d_ff), times
-top-k for a mixture of experts; a standard attention kernel also keeps the softmax output
+top-k for a mixture of experts (``d_ff`` then one expert's width); the inputs of per-head
+query and key norms (E sb (a + kv) hd, Qwen3) and of norms on the branch outputs (2Esbh whole,
+Gemma 2); with MLA, value heads of v_head_dim and the query and key/value latents (2E sb
+(q_lora_rank + kv_lora_rank), whole); a standard attention kernel also keeps the softmax output
 (E a s^2 b) and, with dropout, its mask and output (a s^2 b + E a s^2 b); flash attention
 keeps the row log-sum-exp (4 a s b) instead. For GPT-3's shapes with E = 2 this is the paper's
 ``sbh (10 + 24/t + 5as/(ht))`` (eq. 2), ``sbh (34 + 5as/h) / t`` with sequence parallelism.
@@ -51,14 +54,23 @@ def layer_activations(m: dict, b, elem, tp, sp, recompute) -> np.ndarray:
     """Bytes of one transformer layer's stored activations per microbatch on one GPU (see the
     module docstring); ``m`` is the model description with ``dims`` filled in."""
     s, h, a, kv, hd = m["seq_len"], m["d_model"], m["n_heads"], m["n_kv_heads"], m["head_dim"]
-    k = m["moe"]["top_k"] if m.get("moe") else 1
-    up = m["d_ff"] * (2 if m["activation"] == "swiglu" else 1)
+    k = m["moe"]["top_k"] + (m["moe"].get("n_shared") or 0) if m.get("moe") else 1  # experts a token uses
+    ff = m["moe"].get("d_ff", m["d_ff"]) if m.get("moe") else m["d_ff"]
+    up = ff * (2 if m["activation"] in ("swiglu", "geglu") else 1)
     drop = 1.0 if m.get("dropout") else 0.0
     t = np.asarray(tp, dtype=float)
     whole_div = np.where(sp, t, 1.0)
     sb = s * np.asarray(b, dtype=float)
-    whole = sb * (elem * (2 * h + h + k * h) + 2 * drop * h)
-    split = sb * elem * ((a + kv) * hd + kv * hd + a * hd + k * (up + m["d_ff"]))
+    post = 2 * h if m.get("post_norms") else 0  # Gemma 2's norms of the branch outputs: their inputs
+    whole = sb * (elem * (2 * h + h + k * h + post) + 2 * drop * h)
+    qk = (a + kv) * hd if m.get("qk_norm") else 0  # the per-head norms keep their inputs
+    mla = m.get("mla") or {}
+    vd = mla.get("v_head_dim", hd)
+    # MLA's query and key/value latents, kept for their norms and up-projections; the down
+    # projections are not split by tensor parallelism (Megatron-Core duplicates them)
+    latents = 2 * ((mla.get("q_lora_rank") or 0) + mla.get("kv_lora_rank", 0))
+    whole = whole + sb * elem * latents
+    split = sb * elem * ((a + kv) * hd + kv * vd + a * vd + qk + k * (up + ff))
     if m.get("attention") == "flash":
         scores = 4.0 * a * sb
     else:

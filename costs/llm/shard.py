@@ -11,7 +11,9 @@ them along the sequence (Korthikanti et al. 2022, arXiv:2205.05198, §4.2.2).
 All ``n_layers`` blocks of a transformer are the same, so the shard is built as a spec with
 one block (:mod:`costs.specs.transformer_spec`), shaped and costed by the same code as any net
 (:mod:`costs.specs.graph`, :mod:`costs.specs.coefficients`, :mod:`costs.modern.roofline`); the evaluator
-multiplies the block by the layers of a pipeline stage. Experts of a mixture of experts stay
+multiplies the block by the layers of a pipeline stage. A mixture of experts after dense layers
+(DeepSeek-V3's ``first_dense``) is a dense and a sparse block, each weighted by its share of
+the layers (:func:`block_weights`): the weighted block is the average layer. Experts of a mixture of experts stay
 whole in the shard's costs (the tokens a GPU sends its experts equal, on average, the tokens
 it holds, whatever the expert-parallel degree); expert parallelism divides their parameters.
 """
@@ -33,6 +35,16 @@ EMBED, BLOCK, HEAD = 0, 1, 2  # the part of the net a shard layer belongs to
 _REPLICATED = ("LayerNorm", "RMSNorm", "Add", "Dropout")  # not split by tensor parallelism
 
 
+def block_weights(model: dict) -> tuple[float, ...]:
+    """The share of the transformer layers each block of the shard stands for: one block for
+    all of them, or a dense and a sparse block (a mixture of experts after dense layers)."""
+    moe = model.get("moe") or {}
+    dense = moe.get("first_dense", 0)
+    if not dense:
+        return (1.0,)
+    return (dense / model["n_layers"], 1.0 - dense / model["n_layers"])
+
+
 def dims(model: dict) -> dict:
     """The model description with the derived sizes filled in (head_dim, n_kv_heads)."""
     m = dict(model)
@@ -45,8 +57,17 @@ def shard_model(model: dict, tp: int) -> dict:
     """The description of one GPU's shard under ``tp``-way tensor parallelism, one block."""
     m = dims(model)
     kv = m["n_kv_heads"]
+    if m.get("moe") and "d_ff" in m["moe"]:  # fine-grained experts: each expert split like an MLP
+        m["moe"] = {**m["moe"], "d_ff": -(-m["moe"]["d_ff"] // tp)}
+    if m.get("window") is not None:  # the one block stands for the local and the global layers
+        local = m.pop("local_layers", None)
+        m["window_share"] = 1.0 if local is None else len(set(local)) / m["n_layers"]
+    layers = 1
+    if m.get("moe") and m["moe"].get("first_dense", 0):  # a dense block, then a sparse one
+        m["moe"] = {**m["moe"], "first_dense": 1}
+        layers = 2
     m.update(
-        n_layers=1,
+        n_layers=layers,
         batch=1,
         n_heads=max(m["n_heads"] // tp, 1),
         n_kv_heads=kv // tp if kv % tp == 0 else 1,
@@ -65,6 +86,7 @@ class Shard:
     part: np.ndarray  # (L,) EMBED, BLOCK or HEAD
     replicated: np.ndarray  # (L,) bool: a block layer tensor parallelism does not split
     core_attention: np.ndarray  # (L,) bool: standard (non-flash) attention: selective recompute
+    weight: np.ndarray  # (L,) share of the transformer layers a block layer stands for (1 outside)
     params: np.ndarray  # (3,) parameters per GPU of the embedding side, one block, the head side
     expert_params: float  # parameters of one block's experts (all of them), per GPU at EP 1
     flops: np.ndarray  # (3,) training FLOPs per sample of each part (tc + vec), per GPU
@@ -73,7 +95,7 @@ class Shard:
 
 
 def _part(name: str) -> int:
-    if name.startswith("layer0/"):
+    if name.startswith(("layer0/", "layer1/")):
         return BLOCK
     return EMBED if name in ("data", "embed", "embed_norm", "embed_drop") else HEAD
 
@@ -82,24 +104,33 @@ def _part(name: str) -> int:
 # trial: the cache must hold them all (a shard is one block's layers, a few kB).
 @lru_cache(maxsize=2048)
 def _build(model_json: str, tp: int, rules) -> Shard:
-    m = shard_model(json.loads(model_json), tp)
+    model = json.loads(model_json)
+    m = shard_model(model, tp)
     net = build_net({"name": f"shard-tp{tp}", "layers": build_layers(m)}, f"shard-tp{tp}", rules)
     costs = coefficients.build(net, rules)
     t = roofline.build(net, costs.params)
     part = np.array([_part(s.name) for s in net.layers])
     block = part == BLOCK
+    shares = block_weights(model)
+    index = [
+        int(s.name.split("/")[0].removeprefix("layer")) if p == BLOCK else 0 for s, p in zip(net.layers, part)
+    ]
+    w = np.where(block, np.array(shares)[index], 1.0)  # a block layer stands for its share
     replicated = block & np.array([s.type in _REPLICATED for s in net.layers])
     core = np.array([s.type == "Attention" and not s.layer.spec.get("flash") for s in net.layers])
-    params = np.array([float(costs.params[part == k].sum()) for k in (EMBED, BLOCK, HEAD)])
-    experts = sum(layers.params(s) - _router(s) for s in net.layers if s.type == "MoE")
-    flops = (t.tc + t.vec).sum(axis=1)
-    fwd = (t.tc + t.vec)[:, 0]
+    params = np.array([float((w * costs.params)[part == k].sum()) for k in (EMBED, BLOCK, HEAD)])
+    experts = sum(
+        wi * (layers.params(s) - _router(s)) for s, wi in zip(net.layers, w, strict=True) if s.type == "MoE"
+    )
+    flops = w * (t.tc + t.vec).sum(axis=1)
+    fwd = w * (t.tc + t.vec)[:, 0]
     return Shard(
         tp,
         t,
         part,
         replicated,
         core,
+        w,
         params,
         float(experts),
         np.array([flops[part == k].sum() for k in (EMBED, BLOCK, HEAD)]),

@@ -35,12 +35,20 @@ from costs.specs.transformer_shapes import (
     _lm_head_params,
     _lm_head_shape,
     _loss_shape,
+    _mla_params,
+    _mla_shape,
     _moe_params,
     _moe_shape,
     _norm_params,
+    _qk_norm_params,
+    _qk_norm_shape,
     _same_seq_shape,
     _swiglu_shape,
     _tables,
+    gated,
+    mla_dims,
+    v_head_dim,
+    window,
 )
 from costs.specs.transformer_shapes import (
     moe_active_params as moe_active_params,
@@ -155,14 +163,28 @@ def _norm_cost(s: ShapedLayer) -> dict[str, Cost]:
     }
 
 
+def score_share(seq: int, spec: dict, w: int, local: float) -> float:
+    """Share of the seq x seq scores a kernel computes. A standard kernel computes them all; a
+    flash kernel on a causal mask skips the masked tiles, about half, and with a sliding window
+    of ``w`` keys (Mistral, Beltagy et al. 2020, arXiv:2004.05150) also those beyond the window:
+    query i attends min(i + 1, w) keys, about ``seq w - w^2 / 2`` pairs, on the ``local``
+    share of the layers."""
+    if not (spec.get("flash", False) and spec.get("causal", False)):
+        return 1.0
+    keys = min(w, seq) if w else seq
+    windowed = (seq * keys - keys * keys / 2.0) / (seq * seq)
+    return local * windowed + (1.0 - local) * 0.5
+
+
 def _attention_cost(s: ShapedLayer) -> dict[str, Cost]:
     seq, width = s.in_shapes[0]
     h, _, hd = _heads(s.layer)
-    y = seq * h * hd
+    vd = v_head_dim(s.layer)
+    y = seq * h * vd
     flash = bool(s.layer.spec.get("flash", False))
-    part = 0.5 if flash and s.layer.spec.get("causal", False) else 1.0
+    part = score_share(seq, s.layer.spec, *window(s.layer))
     scores = h * seq * seq  # elements of the seq x seq score matrices
-    mm = part * 4.0 * seq * seq * h * hd  # Q K^T and P V
+    mm = part * 2.0 * seq * seq * h * (hd + vd)  # Q K^T and P V
     soft = part * 5.0 * scores  # max, subtract, exp, sum, divide
     if flash:  # scores stay on chip; the row log-sum-exp is saved for the backward
         return {
@@ -190,6 +212,37 @@ def _swiglu_cost(s: ShapedLayer) -> dict[str, Cost]:
     return _pointwise(2 * y, y, 6 * y, 10 * y)
 
 
+def _geglu_cost(s: ShapedLayer) -> dict[str, Cost]:
+    y = prod(s.out_shape)  # gelu(gate) * up: the tanh GELU (about 8 FLOPs) and one product
+    return _pointwise(2 * y, y, 9 * y, 14 * y)
+
+
+def _mla_cost(s: ShapedLayer) -> dict[str, Cost]:
+    """The MLA projections' GEMMs (see ``_mla_params``) and the two latent RMSNorms."""
+    seq, d = s.in_shapes[0]
+    h, q, kv, nope, rope, v = mla_dims(s.layer)
+    gemms = [_gemm(seq, d, kv + rope), _gemm(seq, kv, h * (nope + v))]
+    gemms += [_gemm(seq, d, q), _gemm(seq, q, h * (nope + rope))] if q else [_gemm(seq, d, h * (nope + rope))]
+    x = seq * (q + kv)  # the latents the norms read
+    norms = {
+        "fwd": Cost(vec=5 * x, act=3 * x, kernels=2),
+        "bwd_data": Cost(vec=7 * x, act=3 * x, kernels=2),
+        "bwd_filter": Cost(vec=2 * x, act=2 * x, kernels=2),
+    }
+    return _merge(*gemms, norms)
+
+
+def _qk_norm_cost(s: ShapedLayer) -> dict[str, Cost]:
+    """RMSNorm of each query and key head over head_dim; values pass through untouched."""
+    h, kv, hd = _heads(s.layer)
+    x = s.out_shape[0] * (h + kv) * hd
+    return {
+        "fwd": Cost(vec=5 * x, act=3 * x, kernels=1),
+        "bwd_data": Cost(vec=7 * x, act=3 * x, kernels=1),
+        "bwd_filter": Cost(vec=2 * x, act=2 * x, kernels=1),
+    }
+
+
 def _add_cost(s: ShapedLayer) -> dict[str, Cost]:
     y, k = prod(s.out_shape), len(s.in_shapes)
     return {
@@ -202,7 +255,7 @@ def _moe_cost(s: ShapedLayer) -> dict[str, Cost]:
     """Router GEMM and softmax/top-k, then each token through top_k experts (k x its GEMMs)."""
     seq, d = s.in_shapes[0]
     e, k, f = int(s.layer.spec["n_experts"]), int(s.layer.spec["top_k"]), int(s.layer.spec["d_ff"])
-    swiglu = s.layer.spec.get("activation", "swiglu") == "swiglu"
+    swiglu = gated(s.layer.spec)
     up = _gemm(seq * k, d, (2 if swiglu else 1) * f)
     down = _gemm(seq * k, f, d)
     act = _pointwise(2 * seq * k * f, seq * k * f, 6 * seq * k * f, 10 * seq * k * f)
@@ -248,6 +301,9 @@ KINDS: dict[str, Kind] = {
     "SeqSoftmax": Kind(_same_seq_shape, _NONE, _softmax_cost),
     "GELU": Kind(_same_seq_shape, _NONE, _gelu_cost),
     "SwiGLU": Kind(_swiglu_shape, _NONE, _swiglu_cost),
+    "GeGLU": Kind(_swiglu_shape, _NONE, _geglu_cost),
+    "QKNorm": Kind(_qk_norm_shape, _qk_norm_params, _qk_norm_cost),
+    "MLA": Kind(_mla_shape, _mla_params, _mla_cost),
     "Add": Kind(_add_shape, _NONE, _add_cost),
     "MoE": Kind(_moe_shape, _moe_params, _moe_cost),
     "LMHead": Kind(_lm_head_shape, _lm_head_params, _lm_head_cost),
@@ -256,7 +312,7 @@ KINDS: dict[str, Kind] = {
 TYPES = frozenset(KINDS)
 # Layers whose GEMMs Transformer Engine runs in FP8 (te.Linear and its fused forms, the experts'
 # grouped GEMMs); attention's batched matmuls and the LM head stay bf16 (see costs.hardware).
-FP8_TYPES = frozenset(("Linear", "MoE"))
+FP8_TYPES = frozenset(("Linear", "MoE", "MLA"))
 
 
 def fused_attention(s: ShapedLayer) -> bool:
@@ -269,13 +325,15 @@ def param_tensors(s: ShapedLayer) -> int:
     """Parameter tensors of a layer (the optimizer launches work per tensor)."""
     bias = 1 if s.layer.spec.get("bias", False) else 0
     if s.type == "MoE":
-        per_expert = (3 if s.layer.spec.get("activation", "swiglu") == "swiglu" else 2) + 2 * bias
+        per_expert = (3 if gated(s.layer.spec) else 2) + 2 * bias
         return 1 + int(s.layer.spec["n_experts"]) * per_expert
     if s.type == "Embedding":
         return len(_tables(s.layer))
     if s.type == "LMHead":
         return (0 if s.layer.spec.get("tied", False) else 1) + bias
-    return {"Linear": 1 + bias, "LayerNorm": 2, "RMSNorm": 1}.get(s.type, 0)
+    if s.type == "MLA":
+        return 7 if s.layer.spec.get("q_lora_rank") else 4  # projections and latent norms
+    return {"Linear": 1 + bias, "LayerNorm": 2, "RMSNorm": 1, "QKNorm": 2}.get(s.type, 0)
 
 
 def costs(s: ShapedLayer) -> dict[str, Cost]:

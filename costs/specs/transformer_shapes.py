@@ -70,7 +70,42 @@ def _heads(layer: Layer) -> tuple[int, int, int]:
     return h, kv, hd
 
 
+def v_head_dim(layer: Layer) -> int:
+    """Width of a value head: head_dim unless set apart (MLA's v_head_dim)."""
+    return _pos(layer, "v_head_dim", _heads(layer)[2])
+
+
 def _attention_shape(layer, in_shapes, rules) -> Shape:
+    s, width = _seq(layer, in_shapes)
+    h, kv, hd = _heads(layer)
+    vd = v_head_dim(layer)
+    if width != (h + kv) * hd + kv * vd:
+        raise SpecError(
+            f"input width {width} is not (n_heads + n_kv_heads) x head_dim + n_kv_heads x v_head_dim"
+            f" = {(h + kv) * hd + kv * vd}",
+            layer=layer.name,
+        )
+    window(layer)
+    return (s, h * vd)
+
+
+def mla_dims(layer: Layer) -> tuple[int, int, int, int, int, int]:
+    """(heads, q_lora_rank or 0, kv_lora_rank, qk_nope, qk_rope, v_head_dim) of an MLA projection."""
+    q = layer.spec.get("q_lora_rank") or 0
+    if q:
+        _pos(layer, "q_lora_rank")
+    keys = ("n_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+    h, kv, nope, rope, v = (_pos(layer, k) for k in keys)
+    return h, q, kv, nope, rope, v
+
+
+def _mla_shape(layer, in_shapes, rules) -> Shape:
+    s, _ = _seq(layer, in_shapes)
+    h, _, _, nope, rope, v = mla_dims(layer)
+    return (s, h * (2 * (nope + rope) + v))  # Q and K of nope + rope per head, then V
+
+
+def _qk_norm_shape(layer, in_shapes, rules) -> Shape:
     s, width = _seq(layer, in_shapes)
     h, kv, hd = _heads(layer)
     if width != (h + 2 * kv) * hd:
@@ -78,7 +113,19 @@ def _attention_shape(layer, in_shapes, rules) -> Shape:
             f"input width {width} is not (n_heads + 2 n_kv_heads) x head_dim = {(h + 2 * kv) * hd}",
             layer=layer.name,
         )
-    return (s, h * hd)
+    return (s, width)
+
+
+def window(layer: Layer) -> tuple[int, float]:
+    """(keys a local query attends, share of the layer that is local); (0, 0) without a window."""
+    w = layer.spec.get("window")
+    if w is None:
+        return 0, 0.0
+    _pos(layer, "window")
+    share = layer.spec.get("window_share", 1.0)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
+        raise SpecError(f"'window_share' must be a number from 0 to 1, got {share!r}", layer=layer.name)
+    return int(w), float(share)
 
 
 def _swiglu_shape(layer, in_shapes, rules) -> Shape:
@@ -127,11 +174,33 @@ def _norm_params(s: ShapedLayer) -> int:
     return (2 if s.type == "LayerNorm" else 1) * s.out_shape[-1]
 
 
+def _mla_params(s: ShapedLayer) -> int:
+    """DeepSeek-V2/V3's multi-head latent attention projections (arXiv:2405.04434, §2.1.2):
+    queries through a ``q_lora_rank`` latent (down, RMSNorm, up) or directly; keys and values
+    through a ``kv_lora_rank`` latent (down with the shared RoPE key, RMSNorm, up to each head's
+    no-RoPE key and value). The output projection is a separate Linear."""
+    d = s.in_shapes[0][1]
+    h, q, kv, nope, rope, v = mla_dims(s.layer)
+    queries = d * q + q + q * h * (nope + rope) if q else d * h * (nope + rope)
+    return queries + d * (kv + rope) + kv + kv * h * (nope + v)
+
+
+def _qk_norm_params(s: ShapedLayer) -> int:
+    """One RMSNorm gain over head_dim for the queries, one for the keys, shared by every head
+    (Qwen3's and Gemma 3's q_norm and k_norm)."""
+    return 2 * _heads(s.layer)[2]
+
+
 def _expert_params(s: ShapedLayer) -> int:
     """One expert's feed-forward: SwiGLU has gate, up and down matrices; GELU up and down."""
     d, f = s.in_shapes[0][1], int(s.layer.spec["d_ff"])
     bias = f + d if s.layer.spec.get("bias", False) else 0
-    return (3 if s.layer.spec.get("activation", "swiglu") == "swiglu" else 2) * d * f + bias
+    return (3 if gated(s.layer.spec) else 2) * d * f + bias
+
+
+def gated(spec: dict) -> bool:
+    """Whether a feed-forward is gated (SwiGLU, GeGLU: gate, up and down matrices)."""
+    return spec.get("activation", "swiglu") in ("swiglu", "geglu")
 
 
 def _moe_params(s: ShapedLayer) -> int:

@@ -10,7 +10,19 @@ elementwise FLOPs are not counted), ``max_positions``, ``type_vocab`` (BERT's se
 ``dropout`` (dropout after the embedding and each residual branch), ``causal``, ``attention``
 (``standard`` | ``flash``), ``mlm_head`` (BERT's dense + GELU + LayerNorm transform before the
 vocabulary projection), ``moe`` (``{"n_experts": E, "top_k": k}``: every feed-forward is a
-mixture of experts), ``batch`` (default sequences per step).
+mixture of experts; optional ``d_ff``, the width of one expert), ``batch`` (default sequences
+per step).
+Newer families add: ``activation`` ``geglu`` (Gemma's gated GELU), ``qkv_bias``, ``out_bias``
+and ``mlp_bias`` (biases of the QKV, attention-output and feed-forward linears, each ``bias``
+by default: Qwen2 biases Q, K and V only), ``qk_norm`` (an RMSNorm over head_dim of each query
+and key head: Qwen3, Gemma 3), ``post_norms`` (an RMSNorm on the attention and the
+feed-forward outputs before each residual add: Gemma 2 and 3), ``window`` (sliding-window
+attention over that many keys) with ``local_layers`` (the indices of the layers that use it;
+all of them when absent) or, in a one-block shard, ``window_share`` (the share of local layers),
+``mla`` (DeepSeek's multi-head latent attention: ``q_lora_rank`` (null: no query latent),
+``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``), and in ``moe``:
+``n_shared`` (always-on experts of ``d_ff`` each, summed with the routed ones) and
+``first_dense`` (the first layers keep a dense feed-forward of the model's ``d_ff``).
 
 Run as ``python -m costs.specs.transformer_spec FILE...`` to rewrite each file's ``layers`` from its
 ``model`` (the zoo's transformer files are generated this way).
@@ -27,7 +39,7 @@ from costs.errors import SpecError
 
 _REQUIRED = ("d_model", "n_layers", "n_heads", "d_ff", "vocab", "seq_len")
 _CHOICES = {
-    "activation": ("gelu", "swiglu"),
+    "activation": ("gelu", "swiglu", "geglu"),
     "norm": ("layernorm", "rmsnorm"),
     "norm_position": ("pre", "post"),
     "positional": ("learned", "rope"),
@@ -44,6 +56,8 @@ _DEFAULTS = {
     "dropout": False,
     "causal": True,
     "mlm_head": False,
+    "qk_norm": False,
+    "post_norms": False,
     "type_vocab": 0,
     "batch": 1,
 }
@@ -62,25 +76,80 @@ def _checked(desc: dict[str, Any]) -> dict[str, Any]:
             raise SpecError(f"model field '{key}' must be one of {', '.join(valid)}, got {m[key]!r}")
     m.setdefault("n_kv_heads", m["n_heads"])
     m.setdefault("head_dim", m["d_model"] // m["n_heads"])
+    mla = m.get("mla")
+    if mla is not None:
+        keys = ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+        if not isinstance(mla, dict) or set(keys) - set(mla):
+            raise SpecError(f"model field 'mla' must be an object with {', '.join(keys)}")
+        m["head_dim"] = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
+        m["n_kv_heads"] = m["n_heads"]
     m.setdefault("max_positions", m["seq_len"])
+    for key in ("qkv_bias", "out_bias", "mlp_bias"):
+        m.setdefault(key, m["bias"])
     moe = m.get("moe")
     if moe is not None and (not isinstance(moe, dict) or {"n_experts", "top_k"} - set(moe)):
         raise SpecError("model field 'moe' must be an object with 'n_experts' and 'top_k'")
+    _check_window(m)
     return m
 
 
-def _ffn(m: dict, x: str) -> dict[str, dict]:
-    """The feed-forward sublayers reading ``x``; the last one is the branch output."""
-    if m.get("moe"):
-        spec = {"type": "MoE", "parents": [x], "d_ff": m["d_ff"], "activation": m["activation"]}
-        return {"moe": {**spec, "n_experts": m["moe"]["n_experts"], "top_k": m["moe"]["top_k"]}}
-    swiglu = m["activation"] == "swiglu"
-    up = m["d_ff"] * (2 if swiglu else 1)  # SwiGLU: gate and up projections side by side
+def _check_window(m: dict) -> None:
+    """A sliding window is a positive key count; its local layers exist."""
+    w = m.get("window")
+    if w is None:
+        return
+    if not isinstance(w, int) or isinstance(w, bool) or w <= 0:
+        raise SpecError(f"model field 'window' must be a positive integer, got {w!r}")
+    local = m.get("local_layers")
+    if local is not None and (
+        not isinstance(local, list)
+        or any(not isinstance(i, int) or not 0 <= i < m["n_layers"] for i in local)
+    ):
+        raise SpecError(f"model field 'local_layers' must list layer indices from 0 to {m['n_layers'] - 1}")
+
+
+def _attention_window(m: dict, i: int) -> dict[str, Any]:
+    """The window fields of layer ``i``'s attention (none for a global layer)."""
+    if m.get("window") is None:
+        return {}
+    if "window_share" in m:  # a one-block shard stands for every layer
+        return {"window": m["window"], "window_share": m["window_share"]}
+    local = m.get("local_layers")
+    return {"window": m["window"]} if local is None or i in local else {}
+
+
+def _mlp(m: dict, x: str, width: int, prefix: str = "") -> dict[str, dict]:
+    """A dense feed-forward of ``width`` reading ``x``: up (gate and up when gated), act, down."""
+    gated = m["activation"] in ("swiglu", "geglu")
+    up = width * (2 if gated else 1)  # gated: gate and up projections side by side
+    act = {"swiglu": "SwiGLU", "geglu": "GeGLU"}.get(m["activation"], "GELU")
+    bias = m["mlp_bias"]
     return {
-        "up": {"type": "Linear", "parents": [x], "num_outputs": up, "bias": m["bias"]},
-        "act": {"type": "SwiGLU" if swiglu else "GELU", "parents": ["up"]},
-        "down": {"type": "Linear", "parents": ["act"], "num_outputs": m["d_model"], "bias": m["bias"]},
+        f"{prefix}up": {"type": "Linear", "parents": [x], "num_outputs": up, "bias": bias},
+        f"{prefix}act": {"type": act, "parents": [f"{prefix}up"]},
+        f"{prefix}down": {
+            "type": "Linear",
+            "parents": [f"{prefix}act"],
+            "num_outputs": m["d_model"],
+            "bias": bias,
+        },
     }
+
+
+def _ffn(m: dict, x: str, i: int) -> dict[str, dict]:
+    """Layer ``i``'s feed-forward sublayers reading ``x``; the last one is the branch output.
+    A mixture of experts may keep its first ``first_dense`` layers dense (DeepSeek-V3) and add
+    ``n_shared`` always-on experts beside the routed ones (DeepSeek-MoE, arXiv:2401.06066)."""
+    moe = m.get("moe")
+    if not moe or i < moe.get("first_dense", 0):
+        return _mlp(m, x, m["d_ff"])
+    width = moe.get("d_ff", m["d_ff"])
+    spec = {"type": "MoE", "parents": [x], "d_ff": width, "activation": m["activation"]}
+    out = {"moe": {**spec, "n_experts": moe["n_experts"], "top_k": moe["top_k"]}}
+    if moe.get("n_shared"):
+        out.update(_mlp(m, x, moe["n_shared"] * width, "shared_"))
+        out["ffn_sum"] = {"type": "Add", "parents": ["moe", "shared_down"]}
+    return out
 
 
 def _branch(layers: dict, m: dict, name: str, last: str) -> str:
@@ -91,40 +160,61 @@ def _branch(layers: dict, m: dict, name: str, last: str) -> str:
     return name
 
 
-def _block(m: dict, x: str) -> dict[str, Any]:
-    """One transformer layer reading ``x`` (pre- or post-norm); its endpoint is ``out``."""
+def _block(m: dict, x: str, i: int) -> dict[str, Any]:
+    """Transformer layer ``i`` reading ``x`` (pre- or post-norm); its endpoint is ``out``."""
     norm = "LayerNorm" if m["norm"] == "layernorm" else "RMSNorm"
     h, kv, hd = m["n_heads"], m["n_kv_heads"], m["head_dim"]
     pre = m["norm_position"] == "pre"
     layers: dict[str, Any] = {}
     if pre:
         layers["ln1"] = {"type": norm, "parents": [x]}
-    layers["qkv"] = {
-        "type": "Linear",
-        "parents": ["ln1" if pre else x],
-        "num_outputs": (h + 2 * kv) * hd,
-        "bias": m["bias"],
-    }
+    heads = {"n_heads": h, "n_kv_heads": kv, "head_dim": hd}
+    if m.get("mla"):
+        layers["qkv"] = {"type": "MLA", "parents": ["ln1" if pre else x], "n_heads": h, **m["mla"]}
+        heads = {"n_heads": h, "n_kv_heads": h, "head_dim": hd, "v_head_dim": m["mla"]["v_head_dim"]}
+    else:
+        layers["qkv"] = {
+            "type": "Linear",
+            "parents": ["ln1" if pre else x],
+            "num_outputs": (h + 2 * kv) * hd,
+            "bias": m["qkv_bias"],
+        }
+    qkv = "qkv"
+    if m["qk_norm"]:
+        layers["qk_norm"] = {"type": "QKNorm", "parents": ["qkv"], **heads}
+        qkv = "qk_norm"
     layers["attn"] = {
         "type": "Attention",
-        "parents": ["qkv"],
-        "n_heads": h,
-        "n_kv_heads": kv,
-        "head_dim": hd,
+        "parents": [qkv],
+        **heads,
         "causal": m["causal"],
         "flash": m["attention"] == "flash",
+        **_attention_window(m, i),
     }
-    layers["proj"] = {"type": "Linear", "parents": ["attn"], "num_outputs": m["d_model"], "bias": m["bias"]}
-    layers["add1"] = {"type": "Add", "parents": [_branch(layers, m, "drop1", "proj"), x]}
+    layers["proj"] = {
+        "type": "Linear",
+        "parents": ["attn"],
+        "num_outputs": m["d_model"],
+        "bias": m["out_bias"],
+    }
+    attn_out = "proj"
+    if m["post_norms"]:
+        layers["proj_norm"] = {"type": norm, "parents": ["proj"]}
+        attn_out = "proj_norm"
+    layers["add1"] = {"type": "Add", "parents": [_branch(layers, m, "drop1", attn_out), x]}
     mid = "add1"
     if not pre:
         layers["ln1"] = {"type": norm, "parents": ["add1"]}
         mid = "ln1"
     else:
         layers["ln2"] = {"type": norm, "parents": ["add1"]}
-    ffn = _ffn(m, "ln2" if pre else mid)
+    ffn = _ffn(m, "ln2" if pre else mid, i)
     layers.update(ffn)
-    last = _branch(layers, m, "drop2", list(ffn)[-1])
+    ffn_out = list(ffn)[-1]
+    if m["post_norms"]:
+        layers["ffn_norm"] = {"type": norm, "parents": [ffn_out]}
+        ffn_out = "ffn_norm"
+    last = _branch(layers, m, "drop2", ffn_out)
     layers["out" if pre else "add2"] = {"type": "Add", "parents": [last, mid]}
     if not pre:
         layers["out"] = {"type": norm, "parents": ["add2"]}
@@ -152,7 +242,7 @@ def build_layers(desc: dict[str, Any]) -> dict[str, Any]:
         layers["embed_drop"] = {"type": "Dropout", "parents": [x], "dropout_keep_prob": 0.9}
         x = "embed_drop"
     for i in range(m["n_layers"]):
-        layers[f"layer{i}"] = _block(m, x)
+        layers[f"layer{i}"] = _block(m, x, i)
         x = f"layer{i}"
     if m["norm_position"] == "pre":
         layers["final_norm"] = {"type": norm, "parents": [x]}
