@@ -389,3 +389,39 @@ def test_sweep_cell_is_a_plan(tmp_path, capsys):
     assert plan.net == "resnet50" and plan.gpus <= 16 and plan.device == "H100_SXM"
     assert main(["launch", f"{spec}#2", "--target", "torchrun", "-o", str(tmp_path / "out")]) == 2
     assert "no cell 2 in" in capsys.readouterr().err
+
+
+def test_torchrun_refuses_a_config_llama_cannot_carry(tmp_path, capsys):
+    """A Qwen3 config.json (per-head QK norms, a head width of its own) is not written out as a
+    Llama config: the reference LM script would train another model."""
+    import json as _json
+
+    from planner.cli import main as cli
+
+    qwen3 = {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "hidden_size": 1024,
+        "intermediate_size": 3072,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 151936,
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": True,
+        "hidden_act": "silu",
+    }
+    path = tmp_path / "config.json"
+    path.write_text(_json.dumps(qwen3))
+    argv = ["optimize", str(path), "--budget", "8gpus", "--gpu", "H100_SXM", "--out", str(tmp_path / "r")]
+    assert cli([*argv, "--emit", "torchrun"]) == 2
+    err = capsys.readouterr().err
+    assert "no Hugging Face causal-LM class matches" in err and "qk_norm, head_dim" in err
+    llama = {**qwen3, "architectures": ["LlamaForCausalLM"], "model_type": "llama"}
+    del llama["head_dim"]
+    other = tmp_path / "llama" / "config.json"  # a new path: specs are cached by path
+    other.parent.mkdir()
+    other.write_text(_json.dumps(llama))
+    argv[1] = str(other)
+    assert cli([*argv, "--emit", "torchrun"]) == 0

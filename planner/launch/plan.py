@@ -131,12 +131,14 @@ def _flag(rec: dict, key: str, path: Path) -> bool:
 
 
 def _model(net: str) -> dict | None:
-    """The net's transformer description (configs/nets), or None for a CNN."""
+    """The net's transformer description (a zoo spec's, or a Hugging Face config.json's as
+    planner reads it), or None for a CNN."""
     from planner import catalog
     from planner.errors import PlannerError
 
     try:
-        return catalog.net_spec(net).get("model")
+        model = catalog.load_net(net, "modern").meta.get("model")
+        return model if isinstance(model, dict) else None
     except PlannerError as exc:
         raise BadInput(f"plan: field 'net': {exc}") from None
 

@@ -22,6 +22,22 @@ RESNETS = ("resnet50", "resnet101", "resnet152")  # built in examples/train_cnn.
 TORCHVISION = ("alexnet", "vgg16", "googlenet", "inception_v3", "densenet121")
 
 
+def _beyond_llama(model: dict) -> list[str]:
+    """The features of a description that Llama's, Mixtral's and GPT-2's configs cannot carry
+    (a config written without them would train another model): QK norms, extra norms, sliding
+    windows, MLA, a head width of its own, biases on some linears only, shared or dense-first
+    experts."""
+    out = [k for k in ("qk_norm", "post_norms", "window", "local_layers", "mla") if model.get(k)]
+    hd = model.get("head_dim")
+    if hd and hd * model["n_heads"] != model["d_model"]:
+        out.append("head_dim")
+    if len({bool(model.get(k, model.get("bias", False))) for k in ("qkv_bias", "out_bias", "mlp_bias")}) > 1:
+        out.append("biases")
+    moe = model.get("moe") or {}
+    out += [k for k in ("n_shared", "first_dense") if moe.get(k)]
+    return out
+
+
 def hf_config(model: dict) -> dict | None:
     """A transformers config (``model_type`` and fields) of a net's transformer description, or
     None when no transformers causal-LM class matches it: Llama for RoPE, RMSNorm and SwiGLU;
@@ -36,7 +52,7 @@ def hf_config(model: dict) -> dict | None:
         tie_word_embeddings=bool(model.get("tied", False)),
         **common,
     )
-    if not model.get("causal", True):
+    if not model.get("causal", True) or _beyond_llama(model):
         return None
     kind = (model.get("positional"), model.get("norm"), model.get("activation"))
     if kind == ("rope", "rmsnorm", "swiglu"):
@@ -99,8 +115,10 @@ class Torchrun(Target):
             return "the reference LM script recomputes whole layers (full) or nothing; selective recomputation is Megatron's (--target megatron)"
         if plan.transformer:
             if hf_config(plan.model) is None:
+                extra = _beyond_llama(plan.model)
                 return (
                     f"no Hugging Face causal-LM class matches {plan.net} (Llama, Mixtral and GPT-2 shapes do)"
+                    + (f"; it has {', '.join(extra)}, which their configs cannot carry" if extra else "")
                 )
         elif plan.net not in RESNETS + TORCHVISION:
             return f"no reference script builds {plan.net} (valid: {', '.join(RESNETS + TORCHVISION)})"
