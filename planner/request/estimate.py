@@ -12,7 +12,7 @@ from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
 from costs.llm.memory import RECOMPUTE
 from planner.errors import BadInput
-from planner.request import defaults
+from planner.request import bounds, defaults
 
 PARALLEL = ("data", "model", "hybrid")
 SCALING = ("strong", "weak")
@@ -97,6 +97,7 @@ def validate(req: EstimateRequest) -> None:
         if s not in comm.SCHEMES:
             raise BadInput(f"unknown scheme '{s}' (valid: {', '.join(comm.SCHEMES)}, all)")
     _validate_parallel(req)
+    bounds.check_request(req)
 
 
 def _validate_parallel(req: EstimateRequest) -> None:
