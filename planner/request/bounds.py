@@ -53,7 +53,7 @@ MAX_NESTING = 64  # JSON / YAML / TOML depth; the shipped files nest at most 5 d
 MAX_YAML_NODES = 100_000  # YAML values after alias expansion (a "billion laughs" stops here)
 MAX_CSV_FIELD = 2**20  # bytes in one CSV cell
 MAX_CSV_ROWS = 1_000_000
-MAX_GRID_CELLS = 10_000  # studies in one sweep
+MAX_GRID_CELLS = 1_024  # studies in one sweep (each cell is validated by building its request)
 MAX_LIST = 4_096  # values in one comma-separated option or sweep-grid list
 
 

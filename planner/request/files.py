@@ -114,7 +114,9 @@ def parse_yaml(text: str, what: str, error: Error = BadInput) -> Any:
     try:
         data = yaml.load(text, Loader=_loader(error, what))  # noqa: S506  (a SafeLoader subclass)
     except yaml.YAMLError as exc:
-        raise error(f"{what} is not valid YAML: {' '.join(str(exc).split())}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise error(f"{what}: malformed YAML{where}: {getattr(exc, 'problem', exc)}") from None
     except RecursionError:
         raise error(f"{what} nests deeper than the bound of {MAX_NESTING} levels") from None
     _check_expanded(data, what, error)
