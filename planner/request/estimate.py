@@ -142,14 +142,9 @@ _PLAN_KEYS = (
 
 def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
     """The request that re-evaluates a saved plan file exactly (one worker count, one scheme)."""
-    import json
+    from planner.request.files import read_json
 
-    try:
-        data = json.loads(open(path).read())
-    except OSError as exc:
-        raise BadInput(f"--plan {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"--plan {path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+    data = read_json(path, "--plan")  # bounded: size, UTF-8, nesting
     missing = [k for k in _PLAN_KEYS if not isinstance(data, dict) or k not in data]
     if missing:
         raise BadInput(

@@ -44,8 +44,6 @@ def read_bytes(path: str | Path, what: str, error: Error = BadInput) -> bytes:
 
 
 def _why(exc: OSError) -> str:
-    if exc.errno == errno.ENOENT:
-        return "not found"
     if exc.errno == errno.ELOOP:
         return "a symbolic-link loop"
     return exc.strerror or str(exc)
@@ -99,7 +97,7 @@ def read_toml(path: str | Path, what: str, error: Error = BadInput) -> dict:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise error(f"{what} '{path}' is not valid TOML: {exc}") from None
+        raise error(f"{what} '{path}': malformed TOML: {exc}") from None
     except RecursionError:
         raise error(f"{what} '{path}' nests deeper than the bound of {MAX_NESTING} levels") from None
     check_depth(data, f"{what} '{path}'", error)
