@@ -181,3 +181,21 @@ def read_csv(path: str | Path, what: str, error: Error = BadInput) -> tuple[list
     finally:
         csv.field_size_limit(old)
     return header, rows
+
+
+def check_writable(path: str | Path, what: str, *, folder: bool = False, error: Error = BadInput) -> Path:
+    """An output path that can be written, checked before any work: a file's folder (or a
+    folder's nearest existing parent) exists and is writable, and a file is not a folder."""
+    import os
+
+    p = Path(path)
+    if not folder and p.is_dir():
+        raise error(f"{what} {path}: is a folder; give a file name")
+    if folder and p.exists() and not p.is_dir():
+        raise error(f"{what} {path}: is a file; give a folder")
+    parent = next((q for q in (p.parent, *p.parent.parents) if q.exists()), Path("."))
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise error(f"{what} {path}: {parent} is not a writable folder")
+    if parent.resolve().parts[:2] in (("/", "proc"), ("/", "sys")):  # kernel views: no new files
+        raise error(f"{what} {path}: {parent} is not a writable folder")
+    return p
