@@ -175,9 +175,8 @@ def read_csv(path: str | Path, what: str, error: Error = BadInput) -> tuple[list
                 raise error(f"{what} '{path}' has over {MAX_CSV_ROWS:,} rows, the bound")
             rows.append(row)
     except csv.Error as exc:
-        raise error(
-            f"{what} '{path}' row {reader.line_num}: {exc} (bound: {MAX_CSV_FIELD:,} bytes per field)"
-        ) from None
+        row = len(rows) + 1  # 1-based data row, header excluded, as the row checks count
+        raise error(f"{what} '{path}' row {row}: {exc} (bound: {MAX_CSV_FIELD:,} bytes per field)") from None
     finally:
         csv.field_size_limit(old)
     return header, rows
