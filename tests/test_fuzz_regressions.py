@@ -243,6 +243,22 @@ REFUSED = [
         lambda d: ["optimize", "alexnet", "--budget", "8gpus", "--seed", "-1"],
         ["--seed", "-1", "4,294,967,295"],
     ),
+    (
+        "pareto over a space of 29 million plans",
+        lambda d: ["pareto", "alexnet", "--budget", "16384gpus", "--out", d / "p"],
+        ["29,117,136", "500,000"],
+    ),
+    (
+        "sweep status on a storage that cannot be opened",
+        lambda d: [
+            "sweep",
+            "status",
+            _file(d, "s.yaml", "name: s\nstorage: sqlite:////proc/nope/x.db\ngrid: {net: [alexnet]}\n"),
+            "--results",
+            d / "r",
+        ],
+        ["cannot be opened"],
+    ),
     ("a folder as the net", lambda d: ["estimate", str(d), "--workers", "8"], ["folder"]),
     (
         "duplicate YAML keys",

@@ -53,6 +53,11 @@ MAX_NESTING = 64  # JSON / YAML / TOML depth; the shipped files nest at most 5 d
 MAX_YAML_NODES = 100_000  # YAML values after alias expansion (a "billion laughs" stops here)
 MAX_CSV_FIELD = 2**20  # bytes in one CSV cell
 MAX_CSV_ROWS = 1_000_000
+# `planner pareto` keeps every plan it scores (trials.csv lists them), about 3 KB and 60 us a
+# plan: alexnet at 256 GPUs (473,808 valid plans) takes 27-34 s and 1.45 GB, llama3-8b at 16,384
+# GPUs (348,048) 43 s and 1.1 GB, while alexnet at 512 GPUs (928,464) took 70 s and 2.8 GB,
+# over what one command may use (2 GB, 60 s)
+MAX_PARETO_PLANS = 500_000
 MAX_GRID_CELLS = 1_024  # studies in one sweep (each cell is validated by building its request)
 MAX_LIST = 4_096  # values in one comma-separated option or sweep-grid list
 

@@ -33,15 +33,19 @@ def _storage(url: str):
     """The Optuna storage of a URL (journal:FILE, sqlite:///, postgresql://), one per process:
     a journal storage replays its file once and then reads only what was appended."""
     if url not in _STORAGES:
-        if url.startswith("journal:"):
-            from planner.search import journal
+        try:
+            if url.startswith("journal:"):
+                from planner.search import journal
 
-            Path(url[len("journal:") :]).parent.mkdir(parents=True, exist_ok=True)
-            _STORAGES[url] = journal.storage(url[len("journal:") :])
-        else:
-            import optuna
+                Path(url[len("journal:") :]).parent.mkdir(parents=True, exist_ok=True)
+                _STORAGES[url] = journal.storage(url[len("journal:") :])
+            else:
+                import optuna
 
-            _STORAGES[url] = optuna.storages.get_storage(url)
+                _STORAGES[url] = optuna.storages.get_storage(url)
+        except Exception as exc:  # driver missing, server down, bad URL: one line, no traceback
+            msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise BadInput(f"sweep storage {url} cannot be opened: {msg}") from None
     return _STORAGES[url]
 
 
@@ -54,11 +58,10 @@ def prepare(spec: SweepSpec) -> None:
     spec.folder.mkdir(parents=True, exist_ok=True)
     try:  # a storage that cannot be opened leaves no folder behind
         storage = _storage(spec.storage)
-    except Exception as exc:  # driver missing, server down, bad URL: one line, no traceback
+    except BadInput:
         if created is not None:  # the first folder this call made, and what it holds
             shutil.rmtree(created, ignore_errors=True)
-        msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise BadInput(f"sweep storage {spec.storage} cannot be opened: {msg}") from None
+        raise
     copy = spec.folder / "spec.yaml"
     if not copy.exists() or copy.read_text() != spec.path.read_text():
         tmp = copy.with_name("spec.yaml.tmp")
