@@ -44,6 +44,8 @@ def read_bytes(path: str | Path, what: str, error: Error = BadInput) -> bytes:
 
 
 def _why(exc: OSError) -> str:
+    if exc.errno == errno.ENOENT:
+        return f"not found ({exc.strerror})"
     if exc.errno == errno.ELOOP:
         return "a symbolic-link loop"
     return exc.strerror or str(exc)
