@@ -16,10 +16,12 @@ from typing import Any
 from planner.errors import BadInput
 
 # GPUs in one plan: 16,384 is the largest published training run we know of, Llama 3 405B's
-# pretraining on 16,384 H100 (Llama Team, "The Llama 3 Herd of Models", arXiv 2407.21783, 2024,
-# section 3.3 and its table of 4D-parallel layouts; read at
-# https://glennklockwood.com/garden/llama-3.1 on 2026-11-24). A budget at this bound answers in
-# about 10 s and under 1 GB (the count axis grows linearly with the budget: whole 8-GPU nodes).
+# pretraining on "up to 16K" H100 (Llama Team, "The Llama 3 Herd of Models", arXiv 2407.21783,
+# 2024, section 3.3; summary read at https://ai-papers.xuzou.cn/papers/llama3_2024 on
+# 2026-11-24), 16,384 GPUs in the layouts P. Balaji showed at SC'24 ("Herding Llamas", as
+# tabulated at https://glennklockwood.com/garden/llama-3.1, read 2026-11-24). A budget at this
+# bound answers in about 10 s and under 1 GB (the count axis grows linearly with the budget:
+# whole 8-GPU nodes).
 MAX_GPUS = 16_384
 MAX_BATCH = 2**20  # samples (or sequences) per GPU or per step: 128x ImageNet's 8,192 cap
 MAX_GLOBAL_BATCH = 2**24  # samples per optimizer step
@@ -49,7 +51,7 @@ MAX_SPEC_LAYERS = 100_000  # layers of a layer-by-layer spec file
 
 # Files: size, nesting, YAML aliases, CSV fields.
 MAX_FILE_BYTES = 16 * 2**20  # any input file; the largest shipped config is 0.4 MB
-MAX_NESTING = 64  # JSON / YAML / TOML depth; the shipped files nest at most 5 deep
+MAX_NESTING = 64  # JSON / YAML / TOML depth; the shipped files nest at most 6 deep
 MAX_YAML_NODES = 100_000  # YAML values after alias expansion (a "billion laughs" stops here)
 MAX_CSV_FIELD = 2**20  # bytes in one CSV cell
 MAX_CSV_ROWS = 1_000_000
