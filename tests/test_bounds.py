@@ -79,7 +79,7 @@ def test_check_int(value, message):
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0, 0.0, 11.0, "3"])
 def test_check_float_refuses(value):
-    with pytest.raises(BadInput, match=r"finite number in \(0, 10\]"):
+    with pytest.raises(BadInput, match=r"--x must be a positive finite number up to 10, got"):
         bounds.check_float("--x", value, 0.0, 10.0, open_lo=True)
 
 

@@ -65,11 +65,11 @@ MAX_LIST = 4_096  # values in one comma-separated option or sweep-grid list
 
 
 def bad(field: str, value: Any, bound: str) -> BadInput:
-    """The one-line refusal: ``field value: bound``."""
+    """The one-line refusal: ``field bound, got value``."""
     shown = repr(value) if isinstance(value, str) else f"{value}"
     if len(shown) > 60:
         shown = shown[:57] + "..."
-    return BadInput(f"{field} {shown}: {bound}")
+    return BadInput(f"{field} {bound}, got {shown}")
 
 
 def price_ok(usd: float, *, zero: bool) -> bool:
@@ -95,8 +95,9 @@ def check_float(field: str, value: Any, lo: float, hi: float, *, open_lo: bool =
     if ok:
         ok = (lo < value if open_lo else lo <= value) and value <= hi
     if not ok:
-        low = "(" if open_lo else "["
-        raise bad(field, value, f"must be a finite number in {low}{lo:g}, {hi:g}]")
+        if open_lo and lo == 0:
+            raise bad(field, value, f"must be a positive finite number up to {hi:g}")
+        raise bad(field, value, f"must be a finite number in [{lo:g}, {hi:g}]")
     return float(value)
 
 

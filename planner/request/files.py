@@ -30,16 +30,16 @@ def read_bytes(path: str | Path, what: str, error: Error = BadInput) -> bytes:
     p = Path(path)
     try:
         if p.is_dir():
-            raise error(f"{what} '{path}' is a folder, not a file")
+            raise error(f"{what} {path} is a folder, not a file")
         size = p.stat().st_size
         if size > MAX_FILE_BYTES:
-            raise error(f"{what} '{path}' is {size:,} bytes, over the bound of {MAX_FILE_BYTES:,}")
+            raise error(f"{what} {path} is {size:,} bytes, over the bound of {MAX_FILE_BYTES:,}")
         with p.open("rb") as fh:
             data = fh.read(MAX_FILE_BYTES + 1)  # a file that grows while read stops here
     except OSError as exc:
-        raise error(f"{what} '{path}': {_why(exc)}") from None
+        raise error(f"{what} {path}: {_why(exc)}") from None
     if len(data) > MAX_FILE_BYTES:
-        raise error(f"{what} '{path}' is over the bound of {MAX_FILE_BYTES:,} bytes")
+        raise error(f"{what} {path} is over the bound of {MAX_FILE_BYTES:,} bytes")
     return data
 
 
@@ -58,7 +58,7 @@ def read_text(path: str | Path, what: str, error: Error = BadInput) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise error(
-            f"{what} '{path}' is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+            f"{what} {path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
 
 
@@ -90,7 +90,7 @@ def parse_json(text: str, what: str, error: Error = BadInput) -> Any:
 
 def read_json(path: str | Path, what: str, error: Error = BadInput) -> Any:
     """A user's JSON file, checked (see the module docstring)."""
-    return parse_json(read_text(path, what, error), f"{what} '{path}'", error)
+    return parse_json(read_text(path, what, error), f"{what} {path}", error)
 
 
 def read_toml(path: str | Path, what: str, error: Error = BadInput) -> dict:
@@ -99,10 +99,10 @@ def read_toml(path: str | Path, what: str, error: Error = BadInput) -> dict:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise error(f"{what} '{path}': malformed TOML: {exc}") from None
+        raise error(f"{what} {path}: malformed TOML: {exc}") from None
     except RecursionError:
-        raise error(f"{what} '{path}' nests deeper than the bound of {MAX_NESTING} levels") from None
-    check_depth(data, f"{what} '{path}'", error)
+        raise error(f"{what} {path} nests deeper than the bound of {MAX_NESTING} levels") from None
+    check_depth(data, f"{what} {path}", error)
     return data
 
 
@@ -125,7 +125,7 @@ def parse_yaml(text: str, what: str, error: Error = BadInput) -> Any:
 
 def read_yaml(path: str | Path, what: str, error: Error = BadInput) -> Any:
     """A user's YAML file, checked."""
-    return parse_yaml(read_text(path, what, error), f"{what} '{path}'", error)
+    return parse_yaml(read_text(path, what, error), f"{what} {path}", error)
 
 
 def _loader(error: Error, what: str):
@@ -174,11 +174,11 @@ def read_csv(path: str | Path, what: str, error: Error = BadInput) -> tuple[list
         rows = []
         for row in reader:
             if len(rows) >= MAX_CSV_ROWS:
-                raise error(f"{what} '{path}' has over {MAX_CSV_ROWS:,} rows, the bound")
+                raise error(f"{what} {path} has over {MAX_CSV_ROWS:,} rows, the bound")
             rows.append(row)
     except csv.Error as exc:
         row = len(rows) + 1  # 1-based data row, header excluded, as the row checks count
-        raise error(f"{what} '{path}' row {row}: {exc} (bound: {MAX_CSV_FIELD:,} bytes per field)") from None
+        raise error(f"{what} {path} row {row}: {exc} (bound: {MAX_CSV_FIELD:,} bytes per field)") from None
     finally:
         csv.field_size_limit(old)
     return header, rows
