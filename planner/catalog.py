@@ -18,6 +18,7 @@ from pathlib import Path
 from costs.hardware import PRECISIONS, Device, DeviceTable, Link, LinkTable
 from planner import training_defaults
 from planner.errors import CatalogError, SpecError
+from planner.request.files import read_bytes, read_json
 
 GIB = 2.0**30  # memory_gb is binary: an 80 GB H100 has 80 GiB (devices.toml's header cites it)
 
@@ -344,7 +345,8 @@ def net_path(name: str) -> Path:
     path = Path(name)
     if path.suffix == ".json" or os.sep in name:
         if not path.is_file():
-            raise SpecError(f"spec file '{name}' not found")
+            read_bytes(path, "spec file", SpecError)  # says why: a folder, a link loop, absent
+            raise SpecError(f"spec file '{name}' not found")  # not a regular file
         return path
     hint = difflib.get_close_matches(name, list(nets), n=1)
     also = f"; did you mean {hint[0]}?" if hint else ""
@@ -353,7 +355,7 @@ def net_path(name: str) -> Path:
 
 def net_spec(name: str) -> dict:
     """A net's spec file as read (a transformer's ``model`` description included)."""
-    return json.loads(net_path(name).read_text())
+    return read_json(net_path(name), "spec file", SpecError)  # bounded: size, UTF-8, nesting
 
 
 def training(name: str) -> training_defaults.TrainingDefaults:
@@ -364,13 +366,11 @@ def training(name: str) -> training_defaults.TrainingDefaults:
 @lru_cache(maxsize=64)
 def _net(path: str, rules_name: str, seq_len: int | None = None, image_size: int | None = None):
     from costs.rules import get_rules
-    from costs.specs import hf_config
-    from costs.specs.graph import build_net, load_spec
+    from costs.specs.graph import build_net
     from costs.specs.vision_nets import resized
+    from planner.request.netfile import read_net
 
-    spec = load_spec(path)
-    if hf_config.is_hf_config(spec):  # a Hugging Face config.json: build its layers
-        spec = hf_config.to_spec(spec, Path(path).name)
+    spec = read_net(path)  # bounded; a Hugging Face config.json's layers built
     spec = resized(spec, Path(path).name, seq_len, image_size)  # None: the spec's own
     return build_net(spec, Path(path).name, get_rules(rules_name))
 

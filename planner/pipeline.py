@@ -11,7 +11,9 @@ and print or store what they return; `planner estimate` has its own short path
 
 from __future__ import annotations
 
+from planner.errors import BadInput
 from planner.metrics.scorer import Scorer
+from planner.request.bounds import MAX_PARETO_PLANS
 from planner.request.optimize import OptimizeRequest, validate
 from planner.result.optimize import Result, needs, result
 from planner.search import valid
@@ -51,6 +53,13 @@ def pareto(req: OptimizeRequest) -> tuple[dict, dict[str, str]]:
     # An enumerated space keeps every plan (trials.csv lists them, the chart draws them) up to
     # PARETO_KEEP_ALL valid plans; a larger one keeps its exact front and the search's plans,
     # so memory stays bounded whatever the space.
-    keep = None if valid.core(scorer.space).count <= PARETO_KEEP_ALL else Keep()
+    count = valid.core(scorer.space).count
+    if count > MAX_PARETO_PLANS:
+        raise BadInput(
+            f"planner pareto: the space has {count:,} valid plans, over the bound of {MAX_PARETO_PLANS:,} "
+            "(a report keeps every plan it scores); narrow --budget or --gpu, or use "
+            "`planner optimize --objective time,cost`, which keeps the front alone"
+        )
+    keep = None if count <= PARETO_KEEP_ALL else Keep()
     outcome = search_and_certify(scorer, objectives, req, keep=keep)
     return pareto_report(outcome, req)

@@ -279,7 +279,7 @@ def test_cli_refusal_is_one_line_exit_2(runs, tmp_path, capsys):
 @pytest.mark.parametrize(
     "content, message",
     [
-        ("{", "not a JSON plan"),
+        ("{", "malformed JSON"),
         ("[]", "not a JSON object"),
         ('{"hello": 1}', "neither a plan_<k>.json"),
         ('{"device": "H100_SXM", "workers": 8, "net": "resnet50"}', "field 'gpus_per_node'"),

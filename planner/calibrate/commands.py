@@ -58,6 +58,7 @@ def _fit_table(c: Calibration) -> list[str]:
 class CalibrateOutput:
     text: str
     profile_toml: str
+    worse: str = ""  # why the fit is worse in sample than the cited defaults ("" when it is not)
 
 
 def _stack_runs(name: str, files: list[str]) -> tuple[list[measurements.Run], str, list[str], dict]:
@@ -216,7 +217,14 @@ def run_calibrate(
         ]
     if skipped:
         lines += ["", f"Note: {skipped}."]
-    return CalibrateOutput("\n".join(lines) + "\n", profile.to_toml(c.profile))
+    before, after = cal.summary(c.default)["median_ape"], cal.summary(c.fit.log_residuals)["median_ape"]
+    worse = ""
+    if not after <= before:  # NaN too: a fit that fits worse than no fit is no calibration
+        worse = (
+            f"the fit is worse in sample than the cited defaults (median APE {after:.1f}% against "
+            f"{before:.1f}%): a measured value may be wrong"
+        )
+    return CalibrateOutput("\n".join(lines) + "\n", profile.to_toml(c.profile), worse)
 
 
 @dataclass(frozen=True)

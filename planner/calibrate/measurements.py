@@ -24,7 +24,6 @@ row (1-based, header excluded) and the column, and nothing is read.
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,28 +274,23 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
 
 def load(path: str | Path) -> list[Run]:
     """Every run of a measurements CSV, validated (see the module docstring)."""
+    from planner.calibrate import plausible
+    from planner.request.files import read_csv
+
     name = str(path)
-    try:
-        with open(user_file(path), newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
-            missing = [c for c in REQUIRED if c not in header]
-            if missing:
-                raise BadInput(
-                    f"{name}: missing column(s) {', '.join(missing)} (required: {', '.join(REQUIRED)})"
-                )
-            rows = list(reader)
-    except OSError as exc:
-        raise BadInput(f"{name}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise BadInput(f"{name}: not a UTF-8 text file") from None
+    header, rows = read_csv(user_file(path), "measurements")  # bounded; BOM and CRLF accepted
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise BadInput(f"{name}: missing column(s) {', '.join(missing)} (required: {', '.join(REQUIRED)})")
     ran = [(i, r) for i, r in enumerate(rows, start=1) if (r.get("metric") or "").strip() != "out_of_memory"]
     if not ran:
         raise BadInput(f"{name}: no measured runs (only a header or out-of-memory rows)")
     nets = set(catalog.zoo()) | set(catalog.NET_ALIASES) | set(catalog.measurement_nets())
     devices = catalog.devices()
     networks = catalog.networks()
-    return [_parse(_Row(name, i, r), nets, devices, networks) for i, r in ran]
+    runs = [_parse(_Row(name, i, r), nets, devices, networks) for i, r in ran]
+    plausible.check(runs, name)  # no value above what the GPU can compute
+    return runs
 
 
 SHIPPED = ("cnn.csv", "transformer.csv", "llm.csv")  # what ``validate`` checks by default

@@ -27,7 +27,6 @@ and P's values of every other parameter are kept as they are (see :mod:`planner.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -270,11 +269,8 @@ def from_dict(data: dict, name: str) -> Profile:
     """Validate a parsed profile (``name`` is used in error messages)."""
     if not isinstance(data, dict) or not isinstance(data.get("profile", {}), dict):
         raise BadInput(f"{name}: not a calibration profile (needs [profile], [scale], [overhead])")
+    _check_tables(data, name)
     scales, over, sync = data.get("scale", {}), data.get("overhead", {}), data.get("sync", {})
-    for table, entries in (("scale", scales), ("overhead", over), ("sync", sync)):
-        for k, v in entries.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                raise BadInput(f"{name}: [{table}] {k} = {v!r} is not a positive number")
     _check_keys(name, over, sync)
     bad = [k for k in scales if k.split(".")[0] not in ("gemm", "memory", "link", "winograd", "attention")]
     if bad:
@@ -290,13 +286,40 @@ def from_dict(data: dict, name: str) -> Profile:
     )
 
 
+# a scale multiplies a cited efficiency (the fits give 0.4 to 1.3); an overhead is microseconds
+_MAX = {"scale": 100.0, "overhead": 1e6, "sync": 1.0}
+
+
+def _check_tables(data: dict, name: str) -> None:
+    """Only the three tables; [scale] and [overhead] positive finite numbers within bounds."""
+    if unknown := sorted(set(data) - {"profile", "scale", "overhead", "sync"}):
+        raise BadInput(
+            f"{name}: unknown table [{unknown[0]}] (valid: [profile], [scale], [overhead], [sync])"
+        )
+    for table in ("scale", "overhead", "sync"):
+        entries = data.get(table, {})
+        if not isinstance(entries, dict):
+            raise BadInput(f"{name}: [{table}] must be a table of numbers")
+        for k, v in entries.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= _MAX[table]:
+                raise BadInput(
+                    f"{name}: [{table}] {k} = {v!r} is not a positive number up to {_MAX[table]:g}"
+                )
+    _check_intervals(data.get("profile", {}), name)
+
+
+def _check_intervals(meta: dict, name: str) -> None:
+    """Each ``interval*`` of [profile] is [low, high]: finite positive ratios, low <= high."""
+    for key, v in meta.items():
+        if not key.startswith("interval") or key == "interval_coverage":
+            continue
+        ok = isinstance(v, list) and len(v) == 2 and all(isinstance(x, int | float) for x in v)
+        if not ok or not 0 < v[0] <= v[1] < float("inf"):
+            raise BadInput(f"{name}: [profile] {key} = {v!r} is not [low, high] with 0 < low <= high")
+
+
 def load(path: str | Path) -> Profile:
     """Read a profile file (``--calibration F``); one-line errors for unreadable files."""
-    try:
-        with open(user_file(path), "rb") as fh:
-            data = tomllib.load(fh)
-    except OSError as exc:
-        raise BadInput(f"--calibration {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise BadInput(f"--calibration {path}: malformed TOML: {exc}") from None
-    return from_dict(data, str(path))
+    from planner.request.files import read_toml  # bounded: size, UTF-8, nesting
+
+    return from_dict(read_toml(user_file(path), "--calibration"), str(path))

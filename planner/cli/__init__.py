@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # an output that cannot be written (a full disk, /proc, a read-only folder)
+        where = f"{exc.filename}: " if exc.filename else ""
+        typer.echo(f"error: cannot write or read {where}{exc.strerror or exc}", err=True)
+        return 2
     return result if isinstance(result, int) else 0
 
 

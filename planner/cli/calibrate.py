@@ -53,10 +53,11 @@ def calibrate(
     Each fit (all runs, then one per held-out source) is reported as it ends, on stderr."""
     from planner.calibrate.commands import run_calibrate
     from planner.calibrate.progress import shown
-    from planner.errors import BadInput
 
-    if output and Path(output).is_dir():
-        raise BadInput(f"-o {output}: is a folder; give a file name such as profile.toml")
+    if output:
+        from planner.request.files import check_writable
+
+        check_writable(output, "-o")  # before the fit, not after
     if stack is not None:
         from planner.stacks.registry import get
 
@@ -66,8 +67,13 @@ def calibrate(
             list(measurements or []), loso=loso, stack=stack, progress=report, from_defaults=from_defaults
         )
     typer.echo(out.text, nl=False)
+    if out.worse:  # never saved without a word: said on stderr, exit 1
+        typer.echo(f"error: not saved: {out.worse}" if output else f"error: {out.worse}", err=True)
+        raise typer.Exit(1)
     if output:
         target = Path(output)
+        if target.exists():
+            typer.echo(f"note: -o {target} exists; replacing it", err=True)
         tmp = target.with_name(f".{target.name}.partial")
         tmp.write_text(out.profile_toml)
         tmp.replace(target)  # whole or not at all
@@ -121,7 +127,9 @@ def validate(
     from planner.calibrate.commands import run_validate
     from planner.calibrate.progress import shown
     from planner.report.files import run_dir, write_atomic
+    from planner.request.files import check_writable
 
+    check_writable(out or results, "--out" if out else "--results", folder=True)  # before any work
     with shown(progress) if held_out else nullcontext(None) as report:
         v = run_validate(list(measurements or []), calibration, stack, held_out=held_out, progress=report)
     typer.echo(v.text, nl=False)

@@ -16,8 +16,10 @@ def write_launch(
     """Write every file of ``targets`` (comma-separated names) for ``plan`` into ``out``."""
     from planner.launch.registry import emit, parse_targets
     from planner.launch.target import LaunchOptions
+    from planner.request.files import check_writable
 
     chosen = parse_targets(targets)
+    check_writable(out, "--out", folder=True)  # before any file is written
     files = emit(plan, chosen, LaunchOptions(provider=provider, pricing=pricing, port=port))
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)

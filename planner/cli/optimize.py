@@ -184,10 +184,12 @@ def optimize(
     from planner.pipeline import optimize as run
     from planner.report import render, text
     from planner.report.files import dumps, run_dir, versions, write_atomic
+    from planner.request.files import check_writable
     from planner.result.records import PLAN_COLUMNS
 
     emit = emit_option_check(emit, target, storage)
     req = _optimize_request(_for_targets({**locals(), **axes}))
+    check_writable(out or "results", "--out", folder=True)  # before the search
     budgets = req.budget
     result = run(req)
     data = result.to_dict()
@@ -287,9 +289,11 @@ def pareto(**opts) -> None:
     from planner.report import render
     from planner.report.files import run_dir, write_atomic
     from planner.report.pareto_table import CLI_COLUMNS
+    from planner.request.files import check_writable
 
     opts["emit"] = emit_option_check(opts["emit"], opts["target"], opts["storage"])
     req = _optimize_request(_for_targets(opts))
+    check_writable(opts["out"] or "results", "--out", folder=True)  # before the search
     data, files = run(req)
     out = opts["out"]
     saved = write_atomic(Path(out) if out else run_dir("results", req.net, "pareto"), files)

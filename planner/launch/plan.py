@@ -14,11 +14,11 @@ file and the field (:class:`planner.errors.BadInput`, exit 2).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from planner.errors import BadInput
+from planner.request.files import read_json
 
 RECOMPUTE = ("none", "selective", "full")
 ZERO_STAGES = (0, 1, 2, 3)
@@ -81,12 +81,7 @@ def _record(path: Path) -> dict:
         raise BadInput(
             f"plan {path}: a folder without plan_0.json or run.json (a `planner` run folder has one)"
         )
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise BadInput(f"plan {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadInput(f"plan {path}: not a JSON plan ({exc})") from None
+    data = read_json(path, "plan")  # bounded: size, UTF-8, nesting
     if not isinstance(data, dict):
         raise BadInput(f"plan {path}: not a JSON object")
     if isinstance(data.get("best"), dict):  # run.json of `planner optimize`, or a sweep cell's result

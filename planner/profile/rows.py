@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from planner import catalog
 from planner.errors import BadInput
+from planner.report.render import safe_cell
 
 COLUMNS = (
     "source,net,device,precision,gpus,gpus_per_node,network,batch_per_gpu,scheme,metric,value,"
@@ -119,7 +120,7 @@ def to_csv(rows: list[dict], columns=COLUMNS) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
     w.writeheader()
-    w.writerows(rows)
+    w.writerows({k: safe_cell(v) for k, v in r.items()} for r in rows)  # no cell runs as a formula
     return buf.getvalue()
 
 

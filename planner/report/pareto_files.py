@@ -8,7 +8,6 @@ search, versions and the report data, from which `planner report` re-renders).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -230,16 +229,18 @@ def pareto_report(out: Outcome, req: OptimizeRequest) -> tuple[dict, dict[str, s
 def rerender(run_dir: str | Path) -> list[str]:
     """`planner report RUN_DIR`: render the report files again from run.json."""
     from planner.errors import PlannerError
+    from planner.request.files import read_json
 
     run_dir = Path(run_dir)
+    if not (run_dir / "run.json").is_file():
+        raise PlannerError(f"{run_dir} has no run.json (is it a `planner pareto` run folder?)")
     try:
-        saved = json.loads((run_dir / "run.json").read_text())
+        saved = read_json(run_dir / "run.json", "run record")  # bounded: size, UTF-8, nesting
         data = saved["report"]
-    except FileNotFoundError:
-        raise PlannerError(f"{run_dir} has no run.json (is it a `planner pareto` run folder?)") from None
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise PlannerError(f"{run_dir / 'run.json'} is not a pareto run record: {exc}") from None
-    files = report.render_files(data)
+        files = report.render_files(data)  # every file rendered before any is written
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        # a record edited by hand or of another version: say which field, write nothing
+        raise PlannerError(f"{run_dir / 'run.json'} is not a pareto run record: {exc!r}") from None
     for name, text in files.items():
         path = run_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -35,16 +35,34 @@ def _numeric(cell: str) -> bool:
     return cell.replace(",", "").replace(".", "").replace("-", "").replace("e", "").isdigit()
 
 
+# A spreadsheet runs a cell that begins with one of these as a formula (OWASP, "CSV Injection",
+# https://owasp.org/www-community/attacks/CSV_Injection, read 2026-11-24): such a text cell gets
+# a leading apostrophe, which spreadsheets show as text. Numbers ("-5", "1e3") are left alone.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def safe_cell(value):
+    """A CSV cell that no spreadsheet runs as a formula (see _FORMULA_START)."""
+    if not isinstance(value, str) or not value.startswith(_FORMULA_START):
+        return value
+    try:
+        float(value)
+        return value
+    except ValueError:
+        return "'" + value
+
+
 def to_csv(records: list[dict], columns: list[str] | None = None) -> str:
-    """CSV with a header row; columns default to the keys of the first record."""
+    """CSV with a header row; columns default to the keys of the first record; text cells
+    that a spreadsheet would run as formulas neutralised (:func:`safe_cell`)."""
     if not records:
         return ""
     columns = columns or list(records[0])
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
+    writer.writerow({c: safe_cell(c) for c in columns})
     for r in records:
-        writer.writerow(r)
+        writer.writerow({k: safe_cell(v) for k, v in r.items()})
     return buf.getvalue()
 
 

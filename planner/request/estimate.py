@@ -12,7 +12,7 @@ from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
 from costs.llm.memory import RECOMPUTE
 from planner.errors import BadInput
-from planner.request import defaults
+from planner.request import bounds, defaults
 
 PARALLEL = ("data", "model", "hybrid")
 SCALING = ("strong", "weak")
@@ -101,6 +101,7 @@ def validate(req: EstimateRequest) -> None:
         if s not in comm.SCHEMES:
             raise BadInput(f"unknown scheme '{s}' (valid: {', '.join(comm.SCHEMES)}, all)")
     _validate_parallel(req)
+    bounds.check_request(req)
 
 
 def _validate_parallel(req: EstimateRequest) -> None:
@@ -145,14 +146,9 @@ _PLAN_KEYS = (
 
 def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
     """The request that re-evaluates a saved plan file exactly (one worker count, one scheme)."""
-    import json
+    from planner.request.files import read_json
 
-    try:
-        data = json.loads(open(path).read())
-    except OSError as exc:
-        raise BadInput(f"--plan {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"--plan {path}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+    data = read_json(path, "--plan")  # bounded: size, UTF-8, nesting
     missing = [k for k in _PLAN_KEYS if not isinstance(data, dict) or k not in data]
     if missing:
         raise BadInput(

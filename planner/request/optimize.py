@@ -21,7 +21,7 @@ from planner.errors import BadInput
 from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel, loader_for
 from planner.metrics.objectives import OBJECTIVES
-from planner.request import defaults
+from planner.request import bounds, defaults
 from planner.request.parse import memory_fraction, parse_budgets, parse_duration
 from planner.request.prices import for_instances, given_prices, host_arrays, price_columns, price_table
 from planner.request.tokens import Tokens, llm_global_batch, llm_tokens, spec_seq_len
@@ -145,8 +145,10 @@ def parse_prices(values: tuple[str, ...] | list[str]) -> dict[str, float]:
             price = float(value.strip().lstrip("$"))
         except ValueError:
             price = -1.0
-        if not sep or price <= 0:
-            raise BadInput(f"--price '{raw}' is not DEVICE=USD_PER_GPU_HOUR, e.g. H100_SXM=2.49")
+        if not sep or not bounds.price_ok(price, zero=False):  # refuses nan and inf too
+            raise BadInput(
+                f"--price '{raw}' is not DEVICE=USD_PER_GPU_HOUR {bounds.PRICES}, e.g. H100_SXM=2.49"
+            )
         out[catalog.device(key.strip()).key] = price
     return out
 
@@ -165,7 +167,12 @@ def parse_owned(values: tuple[str, ...] | list[str]) -> dict[str, tuple[int, flo
             n, usd = int(count.strip()), float(rate.strip().lstrip("$")) if at else 0.0
         except ValueError:
             n, usd = 0, 0.0
-        if not sep or not name.strip() or n < 1 or not 0 <= usd < float("inf"):
+        if (
+            not sep
+            or not name.strip()
+            or not 1 <= n <= bounds.MAX_GPUS
+            or not bounds.price_ok(usd, zero=True)
+        ):
             raise BadInput(f"--owned '{raw}' is not {_OWNED_FORM}")
         out[catalog.device(name.strip()).key] = (n, usd)
     return out
@@ -240,6 +247,7 @@ def _check_numbers(req: OptimizeRequest) -> None:
             raise BadInput(f"{name} must be in (0, 1], got {v}")
     if req.exhaustive not in ("auto", "always", "never"):
         raise BadInput(f"--exhaustive '{req.exhaustive}' (valid: auto, always, never)")
+    bounds.check_request(req)
 
 
 def _training(req: OptimizeRequest, costs, spec_seq: int) -> tuple[float, int, Tokens | None]:

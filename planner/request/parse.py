@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from planner.errors import BadInput
+from planner.request.bounds import MAX_GPUS, check_list_length
 
 BUDGET_FORMS = "a GPU count (16gpus, '16 GPUs', 16) or money ($500, 500usd)"
 DEADLINE_FORMS = "a duration such as 90s, 45m, 24h, 2d or 1.5h"
@@ -39,14 +40,17 @@ def parse_budgets(values: list[str] | None) -> tuple[int | None, float | None]:
         if m:
             if gpus is not None:
                 raise BadInput(f"--budget gives a GPU count twice ('{raw}')")
-            gpus = int(m.group(1))
-            if gpus < 1:
-                raise BadInput(f"--budget '{raw}': the GPU count must be at least 1 (use {BUDGET_FORMS})")
+            gpus = int(m.group(1)) if len(m.group(1)) <= 12 else MAX_GPUS + 1  # no 10^20-digit ints
+            if not 1 <= gpus <= MAX_GPUS:
+                raise BadInput(
+                    f"--budget '{raw}': the GPU count must be from 1 to {MAX_GPUS:,} "
+                    "(planner.request.bounds.MAX_GPUS, the largest published training run)"
+                )
         elif u:
             if usd is not None:
                 raise BadInput(f"--budget gives a money amount twice ('{raw}')")
             usd = float(u.group(1) or u.group(2))
-            if usd <= 0:
+            if not 0 < usd < float("inf"):
                 raise BadInput(f"--budget '{raw}': the amount must be positive (use {BUDGET_FORMS})")
         else:
             raise BadInput(f"--budget '{raw}' is not {BUDGET_FORMS}")
@@ -58,7 +62,7 @@ def parse_duration(raw: str | None, option: str = "--deadline") -> float | None:
     if raw is None:
         return None
     m = _DURATION.match(raw)
-    if not m or float(m.group(1)) <= 0:
+    if not m or not 0 < float(m.group(1)) < float("inf"):
         raise BadInput(f"{option} '{raw}' is not {DEADLINE_FORMS}")
     return float(m.group(1)) * _UNIT_S[m.group(2).lower()]
 
@@ -79,12 +83,18 @@ def memory_fraction(value: float | None) -> float:
 
 
 def parse_int_list(value: str, option: str) -> tuple[int, ...]:
-    """'1,2,4,8' or '1-8' (powers of two) -> a tuple of positive integers."""
+    """'1,2,4,8' or '1-8' (powers of two) -> a tuple of positive integers, each at most
+    :data:`~planner.request.bounds.MAX_GPUS` (every such list counts GPUs, steps or samples)."""
     out: list[int] = []
-    for part in value.replace(" ", "").split(","):
+    parts = value.replace(" ", "").split(",")
+    check_list_length(option, parts)
+    for part in parts:
         try:
             if "-" in part[1:]:
                 lo, hi = (int(x) for x in part.split("-", 1))
+                if lo < 1 or hi > MAX_GPUS:  # refused below; a range from 0 would never end
+                    out.append(lo if lo < 1 else hi)
+                    continue
                 v = lo
                 while v <= hi:
                     out.append(v)
@@ -97,4 +107,6 @@ def parse_int_list(value: str, option: str) -> tuple[int, ...]:
             ) from None
     if not out or min(out) < 1:
         raise BadInput(f"{option} takes positive integers, got '{value}'")
+    if max(out) > MAX_GPUS:
+        raise BadInput(f"{option} '{value}': each value must be at most {MAX_GPUS:,}")
     return tuple(out)

@@ -59,13 +59,12 @@ def open_study(objectives, seed, storage=None, study_name=None):
     try:
         backend = storage
         if storage is not None and storage.startswith("journal:"):
-            from optuna.storages import JournalStorage
-            from optuna.storages.journal import JournalFileBackend
+            from planner.search import journal
 
             path = storage[len("journal:") :]
             if not path:
                 raise ValueError("journal: needs a file name, e.g. journal:studies.journal")
-            backend = JournalStorage(JournalFileBackend(path))
+            backend = journal.storage(path)  # a killed owner's lock is taken over, a wait said
         return optuna.create_study(
             storage=backend,
             study_name=study_name,

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -141,11 +140,9 @@ def user_dirs() -> list[Path]:
 
 
 def _read(path: Path) -> dict:
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{path.name}: malformed TOML: {exc}") from None
+    from planner.request.files import read_toml  # bounded: size, UTF-8, nesting
+
+    return read_toml(path, "stack file", CatalogError)
 
 
 @lru_cache(maxsize=4)

@@ -8,7 +8,6 @@ files of cited runs join a stack by matching its rule, without an edit to the st
 
 from __future__ import annotations
 
-import csv
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +34,12 @@ def files(stack: Stack) -> list[Path]:
 
 def _frameworks(path: Path) -> dict[int, str]:
     """The ``framework`` column by 1-based data row (the row numbers of measurements.load)."""
-    with path.open(newline="", encoding="utf-8") as fh:
-        return {i: (r.get("framework") or "").strip() for i, r in enumerate(csv.DictReader(fh), start=1)}
+    from planner.request.files import read_csv
+
+    return {
+        i: (r.get("framework") or "").strip()
+        for i, r in enumerate(read_csv(path, "measurements")[1], start=1)
+    }
 
 
 def _family(net: str) -> str:

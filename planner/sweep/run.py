@@ -20,7 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from planner.errors import InfeasibleError, PlannerError
+from planner.errors import BadInput, InfeasibleError, PlannerError
 from planner.sweep.spec import Cell, SweepSpec, load
 
 STATES = ("queued", "running", "done", "failed")
@@ -33,16 +33,19 @@ def _storage(url: str):
     """The Optuna storage of a URL (journal:FILE, sqlite:///, postgresql://), one per process:
     a journal storage replays its file once and then reads only what was appended."""
     if url not in _STORAGES:
-        if url.startswith("journal:"):
-            from optuna.storages import JournalStorage
-            from optuna.storages.journal import JournalFileBackend
+        try:
+            if url.startswith("journal:"):
+                from planner.search import journal
 
-            Path(url[len("journal:") :]).parent.mkdir(parents=True, exist_ok=True)
-            _STORAGES[url] = JournalStorage(JournalFileBackend(url[len("journal:") :]))
-        else:
-            import optuna
+                Path(url[len("journal:") :]).parent.mkdir(parents=True, exist_ok=True)
+                _STORAGES[url] = journal.storage(url[len("journal:") :])
+            else:
+                import optuna
 
-            _STORAGES[url] = optuna.storages.get_storage(url)
+                _STORAGES[url] = optuna.storages.get_storage(url)
+        except Exception as exc:  # driver missing, server down, bad URL: one line, no traceback
+            msg = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise BadInput(f"sweep storage {url} cannot be opened: {msg}") from None
     return _STORAGES[url]
 
 
@@ -50,14 +53,20 @@ def prepare(spec: SweepSpec) -> None:
     """Create the sweep folder, keep a copy of the spec there, and create every study."""
     import optuna
 
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    created = next((p for p in reversed((spec.folder, *spec.folder.parents)) if not p.exists()), None)
     spec.folder.mkdir(parents=True, exist_ok=True)
+    try:  # a storage that cannot be opened leaves no folder behind
+        storage = _storage(spec.storage)
+    except BadInput:
+        if created is not None:  # the first folder this call made, and what it holds
+            shutil.rmtree(created, ignore_errors=True)
+        raise
     copy = spec.folder / "spec.yaml"
     if not copy.exists() or copy.read_text() != spec.path.read_text():
         tmp = copy.with_name("spec.yaml.tmp")
         shutil.copyfile(spec.path, tmp)
         tmp.replace(copy)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = _storage(spec.storage)
     existing = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
     for cell in spec.cells():
         if cell.study not in existing:

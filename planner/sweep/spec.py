@@ -23,12 +23,14 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from planner.errors import PlannerError
 from planner.paths import user_file
+from planner.request.bounds import MAX_GRID_CELLS
 from planner.request.optimize import OptimizeRequest
 from planner.space.axes import OPTIONS
 
@@ -167,17 +169,11 @@ def study_name(sweep: str, values: dict, opts: dict, spec: SweepSpec) -> str:
 
 
 def _read(path: Path) -> dict:
-    """The spec file's YAML mapping (one-line errors for unreadable or malformed files)."""
-    import yaml
+    """The spec file's YAML mapping, read by the bounded reader (size, UTF-8, duplicate keys,
+    nesting, alias expansion: planner/request/files.py); one-line errors."""
+    from planner.request.files import parse_yaml, read_text
 
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise _fail(path, f"cannot read it: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise _fail(path, f"malformed YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    raw = parse_yaml(read_text(path, "sweep spec", SweepSpecError), f"sweep spec {path}", SweepSpecError)
     if not isinstance(raw, dict):
         raise _fail(path, f"must be a mapping with the keys {', '.join(TOP_KEYS)}")
     unknown = [k for k in raw if k not in TOP_KEYS]
@@ -231,6 +227,9 @@ def _check_tables(path: Path, grid, options) -> None:
         raise _fail(path, f"'{sorted(both)[0]}' is in both grid and options; keep it in one")
     if "net" not in grid and "net" not in options:
         raise _fail(path, "no 'net': put net in grid (a list) or in options")
+    cells = math.prod(len(v) for v in grid.values())
+    if cells > MAX_GRID_CELLS:
+        raise _fail(path, f"the grid has {cells:,} cells, over the bound of {MAX_GRID_CELLS:,} studies")
 
 
 def _check_cells(spec: SweepSpec) -> None:
