@@ -122,14 +122,16 @@ REQUEST_INTS: dict[str, tuple[str, int, int]] = {
     "interleave": ("--interleave", 1, MAX_DEGREE),
     "microbatch": ("--microbatch", 1, MAX_BATCH),
     "zero": ("--zero", 0, 3),
+    "nics": ("--nics", 1, 1_024),  # NICs per node (planner.hosts.MAX_NICS)
 }
 REQUEST_FLOATS: dict[str, tuple[str, float, float]] = {
     "epochs": ("--epochs", 0.0, MAX_EPOCHS),
     "timeout": ("--timeout", 0.0, MAX_TIMEOUT_S),
     "ppp_comp": ("--ppp-comp", 0.0, 1.0),
     "ppp_comm": ("--ppp-comm", 0.0, 1.0),
+    "cpu_cores_per_gpu": ("--cpu-cores-per-gpu", 0.0, 1_024.0),  # planner.hosts.MAX_CORES_PER_GPU
 }
-_OPEN_LOW = {"epochs", "timeout", "ppp_comp", "ppp_comm"}
+_OPEN_LOW = {"epochs", "timeout", "ppp_comp", "ppp_comm", "cpu_cores_per_gpu"}
 
 
 def check_request(req: Any) -> None:
