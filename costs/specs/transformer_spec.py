@@ -295,19 +295,25 @@ def _rewrite(path: Path) -> None:
     path.write_text(head[:-2] + ',\n  "layers": {\n' + body + "\n  }\n}\n")
 
 
-def main(argv: list[str]) -> int:
-    """``python -m costs.specs.transformer_spec FILE...``: regenerate each file's layers from its
-    ``model`` description; one line and exit 2 on a bad file."""
+def rewrite_files(argv: list[str], module: str, rewrite) -> int:
+    """``python -m MODULE FILE...``: ``rewrite`` each spec file's layers from its description;
+    one line and exit 2 on a bad file (the command line of this module and of vision_nets)."""
     if not argv or any(a in ("-h", "--help") for a in argv):
-        print("usage: python -m costs.specs.transformer_spec SPEC.json [...]  (rewrites each file's layers)")
+        print(f"usage: python -m {module} SPEC.json [...]  (rewrites each file's layers)")
         return 0 if argv else 2
     for arg in argv:
         try:
-            _rewrite(Path(arg))
+            rewrite(Path(arg))
         except (OSError, ValueError, KeyError, SpecError) as exc:
             print(f"error: {arg}: {exc}", file=sys.stderr)
             return 2
     return 0
+
+
+def main(argv: list[str]) -> int:
+    """``python -m costs.specs.transformer_spec FILE...``: regenerate each file's layers from its
+    ``model`` description; one line and exit 2 on a bad file."""
+    return rewrite_files(argv, "costs.specs.transformer_spec", _rewrite)
 
 
 if __name__ == "__main__":

@@ -289,16 +289,9 @@ def _rewrite(path: Path) -> None:
 
 def main(argv: list[str]) -> int:
     """``python -m costs.specs.vision_nets FILE...``: regenerate each file's layers."""
-    if not argv or any(a in ("-h", "--help") for a in argv):
-        print("usage: python -m costs.specs.vision_nets SPEC.json [...]  (rewrites each file's layers)")
-        return 0 if argv else 2
-    for arg in argv:
-        try:
-            _rewrite(Path(arg))
-        except (OSError, ValueError, KeyError, SpecError) as exc:
-            print(f"error: {arg}: {exc}", file=sys.stderr)
-            return 2
-    return 0
+    from costs.specs.transformer_spec import rewrite_files
+
+    return rewrite_files(argv, "costs.specs.vision_nets", _rewrite)
 
 
 if __name__ == "__main__":
