@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import numpy as np
 
@@ -78,21 +79,35 @@ class HostArrays:
     devices: tuple[str, ...] = ()  # device key of each row
     over: Overrides = Overrides()  # the user's host options (reproduced by :meth:`args`)
 
+    @cached_property
+    def _arrays(self) -> dict[str, np.ndarray]:
+        """The table's columns as (devices, sizes) arrays, built once (plans read them per call)."""
+
+        def grid(value) -> np.ndarray:
+            return np.array([[value(h) if h else np.nan for h in row] for row in self.table], dtype=float)
+
+        return {
+            "cores": grid(lambda h: h.cpu_cores_per_gpu),
+            "nics": grid(lambda h: np.nan if h.nics is None else h.nics),
+            "usd": grid(lambda h: h.usd_per_gpu_hour),
+            "offered": np.array([[h is not None for h in row] for row in self.table], dtype=bool),
+        }
+
     def cores(self) -> np.ndarray:
         """(devices, sizes) host CPU cores per GPU (NaN where not offered)."""
-        return np.array([[h.cpu_cores_per_gpu if h else np.nan for h in row] for row in self.table])
+        return self._arrays["cores"]
 
     def nics(self) -> np.ndarray:
         """(devices, sizes) NICs per node at --network's rate (NaN: one per GPU)."""
-        return np.array([[h.nics if h and h.nics is not None else np.nan for h in row] for row in self.table])
+        return self._arrays["nics"]
 
     def usd(self) -> np.ndarray:
         """(devices, sizes) USD per GPU-hour (NaN: no price or not offered)."""
-        return np.array([[h.usd_per_gpu_hour if h else np.nan for h in row] for row in self.table])
+        return self._arrays["usd"]
 
     def offered(self) -> np.ndarray:
         """(devices, sizes) whether some kept provider rents nodes of that size."""
-        return np.array([[h is not None for h in row] for row in self.table], dtype=bool)
+        return self._arrays["offered"]
 
     def column(self, gpus_per_node) -> np.ndarray:
         """The column of each node size (sizes not in the table take the nearest smaller)."""

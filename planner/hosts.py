@@ -226,16 +226,11 @@ def parse_overrides(instance: str | None, cores, nics) -> Overrides:
     return Overrides(ids, cores, None if nics is None else int(nics))
 
 
-def assumed_cores() -> float:
-    """Cores per GPU of the assumed host ([host.default] of configs/efficiencies.toml)."""
-    from planner import catalog
-
-    return catalog.host_cores_per_gpu()
-
-
 def assumed(usd: float, source: str, over: Overrides) -> Host:
     """The assumed host at a given price."""
-    cores = over.cpu_cores_per_gpu or assumed_cores()
+    from planner import catalog
+
+    cores = over.cpu_cores_per_gpu or catalog.host_cores_per_gpu()
     nics = None if over.nics is None else float(over.nics)
     return Host(None, cores, nics, usd, source, cores_given=over.cpu_cores_per_gpu is not None)
 

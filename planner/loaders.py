@@ -15,6 +15,8 @@ decoding costs the GPU itself.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from planner import catalog
@@ -64,30 +66,35 @@ def _cores(hosts, device, gpus_per_node) -> np.ndarray:
     return np.where(np.isfinite(cores), cores, catalog.host_cores_per_gpu())
 
 
+@lru_cache(maxsize=64)
+def _by_device(loader: str, devices: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per device row, once per search: (reads through the CPU loader, GPU decoding rate in
+    samples/s or inf, GPU seconds per sample decoding on the SMs) under ``loader``."""
+    hw = catalog.loader_rates()["gpu_dali"]["samples_per_s_per_gpu"]
+    modes = [device_mode(loader, k) for k in devices]
+    on_cpu = np.array([m == "cpu" for m in modes], dtype=bool)
+    rate = np.array([hw if m == "dali-hw" else np.inf for m in modes])
+    decode = np.array(
+        [1.0 / _sm_rate(k) if m == "dali-sm" else 0.0 for k, m in zip(devices, modes, strict=True)]
+    )
+    return on_cpu, rate, decode
+
+
 def per_plan(loader: str, hosts, device, gpus_per_node) -> tuple[np.ndarray, np.ndarray]:
     """(samples/s per GPU, GPU seconds per sample spent decoding) of plans on device rows
-    ``device`` (of ``hosts.devices``) in nodes of ``gpus_per_node``."""
+    ``device`` (of ``hosts.devices``) in nodes of ``gpus_per_node``; without hosts, the assumed
+    host and (dali) the hardware decoder's rate."""
     device = np.asarray(device)
-    rate = np.full(device.shape, np.inf)
-    decode = np.zeros(device.shape)
     if loader not in ("cpu", "dali"):
-        return rate, decode
+        return np.full(device.shape, np.inf), np.zeros(device.shape)
     cpu = _cpu_per_core() * _cores(hosts, device, gpus_per_node)
-    if loader == "cpu" or hosts is None or not hosts.devices:
-        if loader == "cpu":
-            return cpu, decode
-        return np.full(device.shape, catalog.loader_rates()["gpu_dali"]["samples_per_s_per_gpu"]), decode
-    hw = catalog.loader_rates()["gpu_dali"]["samples_per_s_per_gpu"]
-    for g, key in enumerate(hosts.devices):
-        mine = device == g
-        mode = device_mode(loader, key)
-        if mode == "cpu":
-            rate[mine] = cpu[mine]
-        elif mode == "dali-hw":
-            rate[mine] = hw
-        else:  # on the SMs: no separate bound, its time is on the GPU
-            decode[mine] = 1.0 / _sm_rate(key)
-    return rate, decode
+    if loader == "cpu":
+        return cpu, np.zeros(device.shape)
+    if hosts is None or not hosts.devices:
+        hw = catalog.loader_rates()["gpu_dali"]["samples_per_s_per_gpu"]
+        return np.full(device.shape, hw), np.zeros(device.shape)
+    on_cpu, rate, decode = _by_device(loader, tuple(hosts.devices))
+    return np.where(on_cpu[device], cpu, rate[device]), decode[device]
 
 
 def describe(loader: str, hosts, g: int, gpus_per_node: int) -> dict:
@@ -115,6 +122,6 @@ def describe(loader: str, hosts, g: int, gpus_per_node: int) -> dict:
     )
     return {
         "loader": f"DALI decoding on the SMs ({why}): {decode[0] * 1e6:.0f} us of GPU time per image, charged "
-        "to the step",
+        "to the step (the A100's all-CUDA rate scaled by this GPU's FP32 peak: an assumption)",
         "loader_samples_s_per_gpu": float(1.0 / decode[0]),
     }

@@ -20,7 +20,7 @@ import yaml
 
 from planner.launch.plan import LaunchPlan
 from planner.launch.target import LaunchOptions, Target, shell_script
-from planner.launch.torchrun import Torchrun, example_files, hf_config
+from planner.launch.torchrun import Torchrun, example_files, hf_config, hf_refusal
 
 CONFIG_FILE = "accelerate_config.yaml"
 MIXED = {"bf16": "bf16", "fp16": "fp16", "fp32": "no", "tf32": "no"}
@@ -114,7 +114,7 @@ class Accelerate(Target):
         if plan.recompute == "selective":
             return "accelerate's FSDP checkpointing recomputes whole layers (full) or nothing"
         if hf_config(plan.model) is None:
-            return f"no Hugging Face causal-LM class matches {plan.net}"
+            return hf_refusal(plan)
         return None
 
     def _megatron_refusal(self, plan: LaunchPlan) -> str | None:

@@ -15,7 +15,7 @@ import json
 from planner.launch import megatron_deepspeed as mds
 from planner.launch.plan import LaunchPlan
 from planner.launch.target import LaunchOptions, Target, args_text, shell_script, torchrun_prefix
-from planner.launch.torchrun import Torchrun, example_files, hf_config
+from planner.launch.torchrun import Torchrun, example_files, hf_config, hf_refusal
 
 CONFIG_FILE = "ds_config.json"
 
@@ -60,7 +60,7 @@ class DeepSpeed(Target):
         if plan.recompute == "selective":
             return "the reference LM script recomputes whole layers (full) or nothing; selective recomputation is Megatron's"
         if hf_config(plan.model) is None:
-            return f"no Hugging Face causal-LM class matches {plan.net}"
+            return hf_refusal(plan)
         return None
 
     def _script(self, plan: LaunchPlan) -> str:

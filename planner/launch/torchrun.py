@@ -38,6 +38,15 @@ def _beyond_llama(model: dict) -> list[str]:
     return out
 
 
+def hf_refusal(plan) -> str:
+    """Why no reference LM script builds a transformer plan's model (:func:`hf_config` is None),
+    naming the features a Llama, Mixtral or GPT-2 config cannot carry."""
+    extra = _beyond_llama(plan.model)
+    return f"no Hugging Face causal-LM class matches {plan.net} (Llama, Mixtral and GPT-2 shapes do)" + (
+        f"; it has {', '.join(extra)}, which their configs cannot carry" if extra else ""
+    )
+
+
 def hf_config(model: dict) -> dict | None:
     """A transformers config (``model_type`` and fields) of a net's transformer description, or
     None when no transformers causal-LM class matches it: Llama for RoPE, RMSNorm and SwiGLU;
@@ -115,11 +124,7 @@ class Torchrun(Target):
             return "the reference LM script recomputes whole layers (full) or nothing; selective recomputation is Megatron's (--target megatron)"
         if plan.transformer:
             if hf_config(plan.model) is None:
-                extra = _beyond_llama(plan.model)
-                return (
-                    f"no Hugging Face causal-LM class matches {plan.net} (Llama, Mixtral and GPT-2 shapes do)"
-                    + (f"; it has {', '.join(extra)}, which their configs cannot carry" if extra else "")
-                )
+                return hf_refusal(plan)
         elif plan.net not in RESNETS + TORCHVISION:
             return f"no reference script builds {plan.net} (valid: {', '.join(RESNETS + TORCHVISION)})"
         return None

@@ -91,24 +91,23 @@ class CostModel:
     def loader_per_gpu(self) -> float:
         """Samples/s one GPU's share of the assumed host's data loader sustains (inf: no bound);
         :meth:`loader_rates` gives each plan's, on its own host and GPU."""
-        if self.loader not in _LOADER_ENTRY:
-            return float("inf")
-        rate = catalog.loader_rates()[_LOADER_ENTRY[self.loader]]
+        rate, _ = replace(self, hosts=None).loader_rates(np.zeros(1, dtype=np.int64), np.ones(1))
+        return float(rate[0])
+
+    def loader_rates(self, device, gpus_per_node, hosts="own") -> tuple[np.ndarray, np.ndarray]:
+        """(samples/s per GPU its loader sustains, GPU seconds per sample spent decoding on the
+        SMs) of plans on device rows ``device`` in nodes of ``gpus_per_node`` (planner.loaders),
+        on this model's hosts (or ``hosts``: None is the assumed host)."""
+        from planner import loaders
+
+        rate, decode = loaders.per_plan(
+            self.loader, self.hosts if hosts == "own" else hosts, device, gpus_per_node
+        )
         # The cited rates are for each net's published input size. Assumption: a loader's
         # per-image work (resize, crop, flip, normalise, copy to the GPU) grows with the output
         # pixels; JPEG decoding, which follows the stored image, does not, so this overstates the
         # change for a size far from the published one.
-        if "samples_per_s_per_core" in rate:
-            return rate["samples_per_s_per_core"] * catalog.host_cores_per_gpu() / self.image_scale
-        return rate["samples_per_s_per_gpu"] / self.image_scale
-
-    def loader_rates(self, device, gpus_per_node) -> tuple[np.ndarray, np.ndarray]:
-        """(samples/s per GPU its loader sustains, GPU seconds per sample spent decoding on the
-        SMs) of plans on device rows ``device`` in nodes of ``gpus_per_node`` (planner.loaders)."""
-        from planner import loaders
-
-        rate, decode = loaders.per_plan(self.loader, self.hosts, device, gpus_per_node)
-        return rate / self.image_scale, decode * self.image_scale  # see loader_per_gpu
+        return rate / self.image_scale, decode * self.image_scale
 
     @property
     def modern(self) -> bool:
