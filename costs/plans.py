@@ -30,7 +30,7 @@ class Plans:
     ppp_comm: np.ndarray
     pipeline: np.ndarray  # bool: per-layer max(compute, memory) instead of the sum
     accumulation: np.ndarray  # microbatches per optimizer step (gradient accumulation), >= 1
-    # LLM parallelism (transformer nets under the modern rules; costs.llm.evaluator): workers = tp x pp x dp
+    # LLM parallelism (transformer nets under the modern rules; costs.llm.evaluator): workers = tp x cp x pp x dp
     tp: np.ndarray  # tensor-parallel degree (Megatron column/row split), inside a node
     pp: np.ndarray  # pipeline-parallel stages
     zero: np.ndarray  # ZeRO stage 0-3 over the data-parallel group (3 = FSDP's full sharding)
@@ -39,6 +39,8 @@ class Plans:
     ep: np.ndarray  # expert-parallel degree (mixture of experts), within the data-parallel group
     interleave: np.ndarray  # virtual pipeline stages per GPU (1: plain 1F1B)
     tp_overlap: np.ndarray  # bool: tensor-parallel collectives overlapped with the GEMMs
+    cp: np.ndarray  # context-parallel degree: the sequence split over cp GPUs (workers = tp cp pp dp)
+    cp_comm: np.ndarray  # how context parallelism moves keys and values (costs.llm.context.CP_COMM)
 
     def __len__(self) -> int:
         return int(self.device.shape[0])
@@ -65,6 +67,8 @@ _DEFAULTS = dict(
     ep=1,
     interleave=1,
     tp_overlap=False,
+    cp=1,
+    cp_comm=0,
 )
 _DTYPES = dict(ppp_comp=float, ppp_comm=float, pipeline=bool, sp=bool, tp_overlap=bool)
 

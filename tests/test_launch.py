@@ -164,7 +164,11 @@ def test_llm_plan_numbers_in_every_engine():
             "always shards the sequence (the plan has it off), and torchtitan 0.3 sets Float8",
         ),
         ("torchrun", llm(), "--target torchtitan runs it under torchrun"),
-        ("accelerate", PLANS["llama70-pp4-zero1-full"], "no expert-parallel or interleaved-pipeline"),
+        (
+            "accelerate",
+            PLANS["llama70-pp4-zero1-full"],
+            "no expert-parallel, context-parallel or interleaved-pipeline",
+        ),
         ("accelerate", llm(), "shards only optimizer state"),
         ("accelerate", llm(zero=1), "always recomputes activations"),
         ("nemo", PLANS["vgg16-single-node"], "is a CNN"),

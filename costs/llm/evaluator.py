@@ -1,8 +1,8 @@
 """The LLM evaluator: transformer plans with tensor, sequence, pipeline, expert and data
 parallelism, ZeRO and activation recomputation, under the ``modern`` rule set.
 
-Per plan: ``t`` = tp, ``p`` = pp, ``v`` = interleave, ``m`` microbatches per step
-(accumulation), ``b`` the microbatch, ``d = workers / (t p)`` data-parallel replicas.
+Per plan: ``t`` = tp, ``p`` = pp, ``v`` = interleave, ``c`` = cp, ``m`` microbatches per step
+(accumulation), ``b`` the microbatch, ``d = workers / (t c p)`` data-parallel replicas.
 
   layer       the roofline of every layer of one GPU's shard (:mod:`costs.llm.shard`,
               :func:`costs.modern.evaluator.layer_times`): forward, backward, and the recomputation
@@ -22,6 +22,9 @@ Per plan: ``t`` = tp, ``p`` = pp, ``v`` = interleave, ``m`` microbatches per ste
               ``(p - 1) / v`` of them (Narayanan et al. 2021, §2.2); each microbatch sends its
               activation forward and its gradient back, ``b s h / t`` per GPU (their
               scatter/gather optimisation, §4.1), ``v`` times as often when interleaved
+  context     ``s / c`` tokens per GPU (:mod:`costs.llm.context`): layers costed at that length,
+              the core attention at ``1 / c`` of the whole sequence's, hidden states ``1 / c`` as
+              large; gradients and ZeRO's shards span the ``d c`` GPUs with the same weights
   experts     two all-to-alls (dispatch, combine) of ``b s k h`` per MoE layer forward and two
               backward over the ``ep`` GPUs (Lepikhin et al. 2020, arXiv:2006.16668, §2.2)
   data par.   fp32 gradients all-reduced over ``d`` (ZeRO 1: reduce-scatter plus a parameter
@@ -50,6 +53,7 @@ import numpy as np
 
 from costs.comm import collectives, overlap
 from costs.hardware import ELEMENT_SIZE, DeviceTable, LinkTable
+from costs.llm import context
 from costs.llm import memory as llm_memory
 from costs.llm.memory import FULL, SELECTIVE
 from costs.llm.shard import BLOCK, EMBED, HEAD, Shard, block_weights, dims, shard
@@ -66,6 +70,7 @@ class LLMBreakdown(ModernBreakdown):
     tp_comm: np.ndarray  # tensor-parallel collectives per step (s), part of act_comm
     pp_comm: np.ndarray  # pipeline sends per step (s), part of act_comm
     ep_comm: np.ndarray  # expert all-to-alls per step (s), part of act_comm
+    cp_comm: np.ndarray  # exposed context-parallel key/value exchange per step (s), part of act_comm
     memory_bytes: np.ndarray  # bytes on the GPU that needs the most
     model_flops: np.ndarray  # training FLOPs of one step, all GPUs (no recomputation)
     hardware_flops: np.ndarray  # the same with the recomputation
@@ -91,16 +96,23 @@ def description(costs) -> dict | None:
     return dims(costs.net.meta["model"]) if costs.rules.modern and applies(costs) else None
 
 
-_PARTS = ("emb_f", "emb_b", "head_f", "head_b", "blk_f", "blk_b", "rep_f", "rep_b", "attn_f")
+_PARTS = ("emb_f", "emb_b", "head_f", "head_b", "blk_f", "blk_b", "rep_f", "rep_b")
+_PARTS += ("attn_f", "att_f", "att_b")  # standard attention (selective), any attention (context)
 _KERNELS = ("k_emb", "k_head", "k_blk", "k_rep")
 _PER_SHARD = ("p_emb", "p_blk", "p_head", "p_exp", "t_emb", "t_blk", "t_head")
 
 
-def _part_times(sh: Shard, devices, eff, plans: Plans, idx, out: dict) -> None:
-    """Fill ``out``'s per-plan seconds and kernels of each part of the shard for plans ``idx``."""
-    times, kernels, inv = layer_times(
-        sh.terms, devices, eff, plans.device[idx], plans.precision[idx], plans.batch[idx]
-    )
+def _part_times(
+    sh: Shard, devices, eff, plans: Plans, idx, out: dict, full: Shard | None = None, cp=1
+) -> None:
+    """Fill ``out``'s per-plan seconds and kernels of each part of the shard for plans ``idx``.
+    With context parallelism ``sh`` is built at ``s / cp`` tokens and ``full`` at the whole
+    sequence, whose core attention each of the ``cp`` GPUs does ``1 / cp`` of."""
+    args = (devices, eff, plans.device[idx], plans.precision[idx], plans.batch[idx])
+    times, kernels, inv = layer_times(sh.terms, *args)
+    if full is not None:
+        whole = layer_times(full.terms, *args)[0]
+        times = np.where(sh.attention[:, None, None], whole / cp, times)
     w = sh.weight[:, None]  # a block layer counts for its share of the layers
     f, b = w * times[:, 0], w * (times[:, 1] + times[:, 2])
     k = w * kernels.sum(axis=1)
@@ -108,7 +120,8 @@ def _part_times(sh: Shard, devices, eff, plans: Plans, idx, out: dict) -> None:
     emb, head = sh.part == EMBED, sh.part == HEAD
     parts = (  # in the order of _PARTS + _KERNELS
         (f, emb), (b, emb), (f, head), (b, head), (f, split), (b, split), (f, sh.replicated),
-        (b, sh.replicated), (f, sh.core_attention), (k, emb), (k, head), (k, split), (k, sh.replicated),
+        (b, sh.replicated), (f, sh.core_attention), (f, sh.attention), (b, sh.attention), (k, emb),
+        (k, head), (k, split), (k, sh.replicated),
     )  # fmt: skip
     table = np.stack([x[mask].sum(axis=0) for x, mask in parts], axis=1)[inv]  # one gather
     for j, name in enumerate(_PARTS + _KERNELS):
@@ -146,7 +159,11 @@ class _Ctx:
         self.v = plans.interleave.astype(float)
         self.mb = plans.accumulation.astype(float)
         self.b = plans.batch.astype(float)
-        self.dp = np.maximum(plans.workers // np.maximum(plans.tp * plans.pp, 1), 1).astype(float)
+        self.cp = plans.cp.astype(float)
+        self.cp_comm = plans.cp_comm
+        group = np.maximum(plans.tp * plans.pp * plans.cp, 1)
+        self.dp = np.maximum(plans.workers // group, 1).astype(float)
+        self.dpc = self.dp * self.cp  # GPUs holding the same weights: gradients and ZeRO shards
         self.e = plans.ep.astype(float)
         self.elem = ELEMENT_SIZE[plans.precision]
         self.sp_div = np.where(plans.sp, self.t, 1.0)
@@ -155,7 +172,8 @@ class _Ctx:
         self.intra_bw, self.intra_lat = links.bandwidth[intra] * eff.link[intra], links.latency[intra]
         self.net_bw, self.net_lat = links.bandwidth[net] * eff.link[net], links.latency[net]
         self.per_node = np.minimum(plans.gpus_per_node, plans.workers).astype(float)
-        self.hidden = self.b * self.m["seq_len"] * self.m["d_model"] * self.elem  # one hidden state
+        # one hidden state of the GPU's s / cp tokens
+        self.hidden = self.b * self.m["seq_len"] / self.cp * self.m["d_model"] * self.elem
 
 
 def _link(c: _Ctx, crosses):
@@ -180,13 +198,16 @@ def _microbatch(c: _Ctx, x: dict, recompute) -> dict:
         nbytes = c.hidden * moe["top_k"] * (c.e - 1) / c.e
         a2a = np.where(c.e > 1, (4.0 + 2.0 * (recompute == FULL)) * (nbytes / bw + (c.e - 1) * lat), 0.0)
         a2a = a2a * block_weights(c.m)[-1]  # the sparse layers' share (dense layers send nothing)
+    bw, lat = _link(c, context.crosses_nodes(c.t, c.cp, c.per_node))
+    cp = context.times(c.m, c.b, c.elem, c.t, c.cp, c.cp_comm, recompute, bw, lat, x["att_f"], x["att_b"])
     return dict(
         blk_f=blk_f,
         blk_b=blk_b + rec,
         tp_blk=tp_blk,
         ep_blk=a2a,
+        cp_blk=cp,
         tp_end=ar,
-        unit=blk_f + blk_b + rec + tp_blk + a2a,
+        unit=blk_f + blk_b + rec + tp_blk + a2a + cp,
         emb=x["emb_f"] + x["emb_b"] + ar,
         head=x["head_f"] + x["head_b"] + ar,
     )
@@ -211,6 +232,7 @@ def _pipeline(c: _Ctx, x: dict, u: dict, workers) -> dict:
         b=blocks * u["blk_b"] + has_emb * x["emb_b"] + has_head * x["head_b"],
         tp=blocks * u["tp_blk"] + (has_emb + has_head) * u["tp_end"],
         ep=blocks * u["ep_blk"],
+        cp=blocks * u["cp_blk"],
         pp=p2p,
         kernels=blocks * (x["k_blk"] + x["k_rep"]) + has_emb * x["k_emb"] + has_head * x["k_head"],
     )
@@ -232,15 +254,15 @@ def _memory(c: _Ctx, plans: Plans, n, params, optimizer: str) -> np.ndarray:
     n1, nl, mid = n
     first_p, last_p, mid_p, blk = params
     rc = plans.recompute
-    layer = llm_memory.layer_activations(c.m, c.b, c.elem, c.t, plans.sp, rc)
-    work = np.where(rc == FULL, llm_memory.working_layer(c.m, c.b, c.elem, c.t, plans.sp), 0.0)
+    layer = llm_memory.layer_activations(c.m, c.b, c.elem, c.t, plans.sp, rc, c.cp)
+    work = np.where(rc == FULL, llm_memory.working_layer(c.m, c.b, c.elem, c.t, plans.sp, c.cp), 0.0)
     work = work + np.where(plans.zero >= 3, 2.0 * blk * c.elem, 0.0)  # a gathered block + prefetch
     emb_act = c.hidden / c.sp_div
-    logits = llm_memory.logits_bytes(c.m, c.b, c.t)
+    logits = llm_memory.logits_bytes(c.m, c.b, c.t, c.cp)
     interleaved = np.where(c.v > 1, 1.0 + (c.p - 1) / (c.p * c.v), 1.0)
     flight = np.minimum(c.p, c.mb) * interleaved
 
-    per_param = llm_memory.state_bytes(1.0, c.elem, optimizer, plans.zero, c.dp)
+    per_param = llm_memory.state_bytes(1.0, c.elem, optimizer, plans.zero, c.dpc)
 
     def states(p):
         return p * per_param
@@ -255,9 +277,9 @@ def _memory(c: _Ctx, plans: Plans, n, params, optimizer: str) -> np.ndarray:
 def _sync(c: _Ctx, plans: Plans, params, stage: dict, bucket_bytes: float, nics):
     """(exposed, total) data-parallel communication per step."""
     p = np.maximum(np.maximum(params[0], params[1]), params[2])
-    g = np.clip(np.floor(c.per_node / c.t), 1.0, c.dp)
+    g = np.clip(np.floor(c.per_node / c.t), 1.0, c.dpc)
 
-    a, b = collectives.affine(plans.scheme, c.dp, g, c.intra_bw, c.intra_lat, c.net_bw, c.net_lat, nics)
+    a, b = collectives.affine(plans.scheme, c.dpc, g, c.intra_bw, c.intra_lat, c.net_bw, c.net_lat, nics)
     grads, gather = a + b * (GRAD_BYTES * p), (a + b * (c.elem * p)) / 2.0
     z = plans.zero
     # Gradients are reduced behind a backward pass: once per step (all-reduce, ZeRO 0;
@@ -309,21 +331,27 @@ def evaluate(
     opt = options if options is not None else Options()
     n = len(plans)
     x = {k: np.zeros(n) for k in _PARTS + _KERNELS + _PER_SHARD}
-    for tp in np.unique(plans.tp):
-        _part_times(
-            shard(costs.net.meta["model"], int(tp), costs.rules), devices, eff, plans, plans.tp == tp, x
+    model = costs.net.meta["model"]
+    for tp, cp in np.unique(np.stack([plans.tp, plans.cp], axis=1), axis=0):
+        whole = shard(model, int(tp), costs.rules)
+        part = (
+            shard({**model, "seq_len": model["seq_len"] // int(cp)}, int(tp), costs.rules)
+            if cp > 1
+            else whole
         )
+        idx = (plans.tp == tp) & (plans.cp == cp)
+        _part_times(part, devices, eff, plans, idx, x, whole if cp > 1 else None, float(cp))
     c = _Ctx(costs, plans, devices, links, eff)
     u = _microbatch(c, x, plans.recompute)
     stage = _pipeline(c, x, u, plans.workers)
     params = _params(c, x, stage["n"])
-    per_mb = stage["f"] + stage["b"] + stage["tp"] + stage["pp"] + stage["ep"]
+    per_mb = stage["f"] + stage["b"] + stage["tp"] + stage["pp"] + stage["ep"] + stage["cp"]
     bubble = (c.p - 1.0) / c.v * per_mb
     nics = opt.nics_per_node if nics_per_node is None else nics_per_node
     sync, sync_total, p_sync = _sync(c, plans, params, stage, opt.bucket_bytes, nics)
 
     dev, prec = plans.device, plans.precision
-    own = p_sync / np.where(plans.zero >= 1, c.dp, 1.0)
+    own = p_sync / np.where(plans.zero >= 1, c.dpc, 1.0)
     tensors = stage["blocks"] * x["t_blk"] + x["t_emb"] + x["t_head"]
     upd_kernels = overlap.step_kernels(tensors, opt.optimizer, prec)
     update = (
@@ -335,7 +363,8 @@ def evaluate(
     )
     forward, backward = c.mb * stage["f"], c.mb * stage["b"]
     tp_comm, pp_comm, ep_comm = c.mb * stage["tp"], c.mb * stage["pp"], c.mb * stage["ep"]
-    act_comm = tp_comm + pp_comm + ep_comm
+    cp_comm = c.mb * stage["cp"]
+    act_comm = tp_comm + pp_comm + ep_comm + cp_comm
     gpu = c.mb * per_mb + bubble + update
     host = (c.mb * stage["kernels"] + upd_kernels) * eff.host_per_kernel_s
     overhead = np.maximum(host - gpu, 0.0) + eff.iteration_s * c.mb
@@ -358,6 +387,7 @@ def evaluate(
         tp_comm,
         pp_comm,
         ep_comm,
+        cp_comm,
         _memory(c, plans, stage["n"], params, opt.optimizer),
         model_flops,
         hw_flops,

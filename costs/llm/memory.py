@@ -50,9 +50,10 @@ def state_bytes(params, elem, optimizer: str, zero, dp) -> np.ndarray:
     return params * (weights + grads + states)
 
 
-def layer_activations(m: dict, b, elem, tp, sp, recompute) -> np.ndarray:
+def layer_activations(m: dict, b, elem, tp, sp, recompute, cp=1) -> np.ndarray:
     """Bytes of one transformer layer's stored activations per microbatch on one GPU (see the
-    module docstring); ``m`` is the model description with ``dims`` filled in."""
+    module docstring); ``m`` is the model description with ``dims`` filled in. Context
+    parallelism keeps ``s / cp`` tokens per GPU, whose scores span all ``s`` keys."""
     s, h, a, kv, hd = m["seq_len"], m["d_model"], m["n_heads"], m["n_kv_heads"], m["head_dim"]
     k = m["moe"]["top_k"] + (m["moe"].get("n_shared") or 0) if m.get("moe") else 1  # experts a token uses
     ff = m["moe"].get("d_ff", m["d_ff"]) if m.get("moe") else m["d_ff"]
@@ -60,7 +61,7 @@ def layer_activations(m: dict, b, elem, tp, sp, recompute) -> np.ndarray:
     drop = 1.0 if m.get("dropout") else 0.0
     t = np.asarray(tp, dtype=float)
     whole_div = np.where(sp, t, 1.0)
-    sb = s * np.asarray(b, dtype=float)
+    sb = s * np.asarray(b, dtype=float) / np.asarray(cp, dtype=float)
     post = 2 * h if m.get("post_norms") else 0  # Gemma 2's norms of the branch outputs: their inputs
     whole = sb * (elem * (2 * h + h + k * h + post) + 2 * drop * h)
     qk = (a + kv) * hd if m.get("qk_norm") else 0  # the per-head norms keep their inputs
@@ -81,11 +82,13 @@ def layer_activations(m: dict, b, elem, tp, sp, recompute) -> np.ndarray:
     return np.where(recompute == FULL, inputs, full)
 
 
-def working_layer(m: dict, b, elem, tp, sp) -> np.ndarray:
+def working_layer(m: dict, b, elem, tp, sp, cp=1) -> np.ndarray:
     """Activations of the one layer being recomputed under full recomputation."""
-    return layer_activations(m, b, elem, tp, sp, NONE)
+    return layer_activations(m, b, elem, tp, sp, NONE, cp)
 
 
-def logits_bytes(m: dict, b, tp) -> np.ndarray:
-    """fp32 logits the loss keeps on the last stage (vocabulary-parallel: vocab / t each)."""
-    return 4.0 * m["seq_len"] * np.asarray(b, dtype=float) * np.ceil(m["vocab"] / np.asarray(tp, dtype=float))
+def logits_bytes(m: dict, b, tp, cp=1) -> np.ndarray:
+    """fp32 logits the loss keeps on the last stage (vocabulary-parallel: vocab / t each; the
+    ``s / cp`` tokens of a context-parallel GPU)."""
+    tokens = m["seq_len"] * np.asarray(b, dtype=float) / np.asarray(cp, dtype=float)
+    return 4.0 * tokens * np.ceil(m["vocab"] / np.asarray(tp, dtype=float))

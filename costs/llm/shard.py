@@ -86,6 +86,7 @@ class Shard:
     part: np.ndarray  # (L,) EMBED, BLOCK or HEAD
     replicated: np.ndarray  # (L,) bool: a block layer tensor parallelism does not split
     core_attention: np.ndarray  # (L,) bool: standard (non-flash) attention: selective recompute
+    attention: np.ndarray  # (L,) bool: a core attention layer, flash or not (context parallelism)
     weight: np.ndarray  # (L,) share of the transformer layers a block layer stands for (1 outside)
     params: np.ndarray  # (3,) parameters per GPU of the embedding side, one block, the head side
     expert_params: float  # parameters of one block's experts (all of them), per GPU at EP 1
@@ -117,7 +118,8 @@ def _build(model_json: str, tp: int, rules) -> Shard:
     ]
     w = np.where(block, np.array(shares)[index], 1.0)  # a block layer stands for its share
     replicated = block & np.array([s.type in _REPLICATED for s in net.layers])
-    core = np.array([s.type == "Attention" and not s.layer.spec.get("flash") for s in net.layers])
+    attention = np.array([s.type == "Attention" for s in net.layers])
+    core = attention & np.array([not s.layer.spec.get("flash") for s in net.layers])
     params = np.array([float((w * costs.params)[part == k].sum()) for k in (EMBED, BLOCK, HEAD)])
     experts = sum(
         wi * (layers.params(s) - _router(s)) for s, wi in zip(net.layers, w, strict=True) if s.type == "MoE"
@@ -130,6 +132,7 @@ def _build(model_json: str, tp: int, rules) -> Shard:
         part,
         replicated,
         core,
+        attention,
         w,
         params,
         float(experts),

@@ -6,6 +6,8 @@ Optional: ``accumulation`` (microbatches per optimizer step, default 1), ``seq_l
 ``pp`` (tensor- and pipeline-parallel sizes, default 1), ``interleave`` (virtual pipeline stages
 per GPU, Megatron's interleaved schedule; default 1, more only with ``pp`` > 1), ``ep``
 (expert-parallel size of a mixture of experts, inside the data-parallel group; default 1),
+``cp`` (context-parallel size: the sequence split over ``cp`` GPUs; default 1) and
+``cp_comm`` (its key/value exchange: ``p2p``, ``all_gather`` or ``a2a``; default p2p),
 ``zero`` (ZeRO stage 0-3 of the data-parallel group, 3 = FSDP full sharding; default 0), ``sp``
 (``yes``: sequence parallelism with TP), ``recompute`` (activation recomputation: ``none``,
 ``selective``, ``full``; empty when not stated), ``flops_counting`` (see
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
+from costs.llm.context import CP_COMM
 from planner import catalog
 from planner.calibrate import flops
 from planner.errors import BadInput, PlannerError
@@ -83,12 +86,14 @@ class Run:
     sp: bool = False  # sequence parallelism with tensor parallelism (source says so)
     recompute: str = ""  # activation recomputation as the source states it; "" when it does not
     tp_overlap: bool = False  # tensor-parallel communication overlapped with GEMMs (source says so)
+    cp: int = 1  # context-parallel size
+    cp_comm: str = "p2p"  # its key/value exchange (costs.llm.context.CP_COMM)
     flops_per_sample: float | None = None  # model FLOPs per sequence as the source counts them
 
     @property
     def model_parallel(self) -> bool:
         """Whether the run splits the model (tensor, pipeline or expert parallelism)."""
-        return self.tp * self.pp * self.ep > 1
+        return self.tp * self.pp * self.ep * self.cp > 1
 
     @property
     def samples_per_s(self) -> float:
@@ -101,7 +106,7 @@ class Run:
             return self.value * self.gpus / self.seq_len
         if self.metric == "tflops_per_gpu":
             return self.value * 1e12 * self.gpus / self.flops_per_sample
-        replicas = self.gpus // (self.tp * self.pp)
+        replicas = self.gpus // (self.tp * self.pp * self.cp)
         samples = self.batch_per_gpu * replicas * self.accumulation
         return samples / (self.value / 1e3)
 
@@ -154,15 +159,16 @@ class _Row:
 
 def _parallel(row: _Row, gpus: int) -> tuple[int, int]:
     tp, pp = row.integer("tp", default=1), row.integer("pp", default=1)
-    if gpus % (tp * pp):
-        raise row.fail("pp", f"{gpus} GPUs are not a whole number of tp x pp = {tp * pp} groups")
+    cp = row.integer("cp", default=1)
+    if gpus % (tp * pp * cp):
+        raise row.fail("pp", f"{gpus} GPUs are not a whole number of tp x pp x cp = {tp * pp * cp} groups")
     return tp, pp
 
 
 def _ep(row: _Row, gpus: int, tp: int, pp: int) -> int:
     """Expert-parallel size: the experts are split inside the data-parallel group."""
     ep = row.integer("ep", default=1)
-    dp = gpus // (tp * pp)
+    dp = gpus // (tp * pp * row.integer("cp", default=1))
     if dp % ep:
         raise row.fail("ep", f"expert-parallel size {ep} does not divide the data-parallel size {dp}")
     return ep
@@ -268,6 +274,8 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         sp=row.choice("sp", ("", "no", "yes"), "yes or no", allow_empty=True) == "yes",
         recompute=_recompute(row, net),
         tp_overlap=row.choice("tp_overlap", ("", "no", "yes"), "yes or no", allow_empty=True) == "yes",
+        cp=row.integer("cp", default=1),
+        cp_comm=row.choice("cp_comm", ("", *CP_COMM), "context-parallel exchange", allow_empty=True) or "p2p",
         flops_per_sample=_flops(row, net, metric, seq_len),
     )
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
+from costs.llm.context import CP_COMM
 from costs.llm.memory import RECOMPUTE
 from costs.model import Breakdown, Plans, plans
 from costs.rules import get_rules
@@ -93,6 +94,8 @@ class RunTable:
             sp=col(lambda r: r.sp, bool),
             recompute=col(lambda r: RECOMPUTE.index(r.recompute or "none")),
             tp_overlap=col(lambda r: r.tp_overlap, bool),
+            cp=col(lambda r: r.cp),
+            cp_comm=col(lambda r: CP_COMM.index(r.cp_comm)),
         )
 
     def __len__(self) -> int:

@@ -136,6 +136,15 @@ def estimate(
     ] = False,
     ep: Annotated[int, typer.Option(help="Mixture of experts: expert-parallel degree.")] = 1,
     interleave: Annotated[int, typer.Option(help="Transformers: virtual pipeline stages per GPU.")] = 1,
+    cp: Annotated[
+        int, typer.Option(help="Transformers: context-parallel degree (the sequence split over cp GPUs).")
+    ] = 1,
+    cp_comm: Annotated[
+        str,
+        typer.Option(
+            help="Context parallelism's key/value exchange: p2p (ring), all_gather or a2a (Ulysses)."
+        ),
+    ] = "p2p",
     memory_headroom: MemoryHeadroom = None,
     microbatch: Annotated[
         int | None, typer.Option(help="Transformers: sequences per GPU per microbatch (default: --batch).")
@@ -181,7 +190,10 @@ def _print_text(records: list[dict]) -> None:
         + (f", {r0['accumulation']} microbatches per step" if r0["accumulation"] != 1 else "")
         + "; J/step: energy at the meter per optimizer step (--pue; per million samples in --format json)"
     )
-    typer.echo(render.table(records, LLM_COLUMNS if "tp" in r0 else ESTIMATE_COLUMNS))
+    cols = LLM_COLUMNS if "tp" in r0 else ESTIMATE_COLUMNS
+    if r0.get("cp", 1) > 1:  # context parallelism: its degree and its exposed key/value exchange
+        cols = [*cols[:3], ("cp", "CP"), *cols[3:9], ("cp_comm_ms", "CP ms"), *cols[9:]]
+    typer.echo(render.table(records, cols))
     too_big = [x for x in records if not x.get("fits_memory", True)]
     if too_big:
         worst = max(too_big, key=lambda x: x["memory_gb"])
@@ -280,6 +292,8 @@ def _estimate_request(o: dict):
             tp_overlap=o["tp_overlap"],
             ep=o["ep"],
             interleave=o["interleave"],
+            cp=o["cp"],
+            cp_comm=o["cp_comm"],
             memory_headroom=o["memory_headroom"],
             microbatch=o["microbatch"],
             global_batch=o["global_batch"],

@@ -115,6 +115,7 @@ def check_stack(req: EstimateRequest, model: CostModel) -> None:
         "ep": req.ep,
         "interleave": req.interleave,
         "tp_overlap": req.tp_overlap,
+        "cp": req.cp,
         "zero": req.zero,
         "hybrid": req.parallel != "data",
     }
@@ -129,7 +130,7 @@ def _estimate(req, costs, model, info, net_info, precision, llm) -> list[dict]:
         return estimate_llm(req, costs, model, info, net_info, precision, llm)
     if req.model_parallel:
         raise BadInput(
-            "--tp, --pp, --zero, --recompute, --sp, --ep, --interleave, --microbatch and --global-batch "
+            "--tp, --pp, --zero, --recompute, --sp, --ep, --interleave, --cp, --microbatch and --global-batch "
             "need a transformer net under the modern rules"
         )
     if costs.net.has_model_parallel and req.parallel == "model":

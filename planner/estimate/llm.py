@@ -1,7 +1,8 @@
 """`planner estimate` for transformers under the modern rules: one row per worker count (and
-scheme) of a plan with tensor, sequence, pipeline, expert and data parallelism (costs.llm.evaluator).
+scheme) of a plan with tensor, sequence, context, pipeline, expert and data parallelism
+(costs.llm.evaluator).
 
-GPUs = tp x pp x dp. The microbatch is ``--microbatch`` (else ``--batch``, else the spec's);
+GPUs = tp x cp x pp x dp. The microbatch is ``--microbatch`` (else ``--batch``, else the spec's);
 with ``--global-batch`` the microbatches per step are global batch / (dp x microbatch), as
 Megatron-LM's --global-batch-size and --micro-batch-size set them; without it,
 ``--accumulation`` microbatches.
@@ -13,6 +14,7 @@ import numpy as np
 
 from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
+from costs.llm import context
 from costs.llm.memory import RECOMPUTE
 from costs.model import evaluate, plans
 from planner.errors import BadInput
@@ -45,6 +47,7 @@ def check(req: EstimateRequest, m: dict, name: str) -> None:
             f"--interleave {req.interleave} needs --pp > 1 with pp x interleave dividing the {m['n_layers']} layers "
             f"(or the layers plus the embedding and the loss, {m['n_layers'] + 2}, as Megatron-Core splits them)"
         )
+    _check_cp(req, m)
     if req.recompute == "selective" and m.get("attention") == "flash":
         raise BadInput(
             "--recompute selective recomputes standard attention; this model's flash kernel "
@@ -52,14 +55,35 @@ def check(req: EstimateRequest, m: dict, name: str) -> None:
         )
 
 
+def _check_cp(req: EstimateRequest, m: dict) -> None:
+    """Context parallelism: the sequence cut into 2 cp chunks (Megatron's load balancing), and
+    the heads a2a (Ulysses) spreads over the group."""
+    if req.cp == 1:
+        return
+    s = m["seq_len"]
+    if s % (2 * req.cp):
+        raise BadInput(
+            f"--cp {req.cp} needs a sequence length divisible by 2 x cp = {2 * req.cp} (got {s}; "
+            "each GPU holds two of the 2 cp chunks)"
+        )
+    if req.cp_comm == "a2a" and not bool(context.heads_split(m, req.tp, req.cp)):
+        a, kv = (int(x) for x in context.local_heads(m, req.tp))
+        raise BadInput(
+            f"--cp-comm a2a spreads heads over the context-parallel group: --cp {req.cp} must divide the "
+            f"{a} query heads and be at most the {kv} key/value heads of a --tp {req.tp} shard "
+            "(valid: --cp-comm p2p or all_gather)"
+        )
+
+
 def _batches(
     req: EstimateRequest, workers: np.ndarray, default: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Data-parallel replicas, microbatch and microbatches per step per worker count."""
-    group = req.tp * req.pp
+    group = req.tp * req.pp * req.cp
     bad = workers[workers % group != 0]
     if bad.size:
-        raise BadInput(f"--workers {bad[0]} is not a multiple of tp x pp = {group}")
+        what = "tp x pp x cp" if req.cp > 1 else "tp x pp"
+        raise BadInput(f"--workers {bad[0]} is not a multiple of {what} = {group}")
     dp = workers // group
     mb = req.microbatch or req.batch or default
     if req.ep > 1 and np.any(dp % req.ep):
@@ -94,6 +118,8 @@ def estimate_llm(req: EstimateRequest, costs, model, info, net_info, precision: 
         tp_overlap=req.tp_overlap,
         ep=req.ep,
         interleave=req.interleave,
+        cp=req.cp,
+        cp_comm=context.CP_COMM.index(req.cp_comm),
         **common,
     )
     r = evaluate(costs, p, devices, links, **model.kwargs(devices, links), **model.plan_kwargs(p))
@@ -117,7 +143,7 @@ def estimate_llm(req: EstimateRequest, costs, model, info, net_info, precision: 
         total = r.total[i]
         del rec["speedup"]  # a scaling ratio over one GPU means little for a model-parallel plan
         rec.update(
-            parallel="tp/pp/dp" if req.tp * req.pp > 1 else "data",
+            parallel="tp/pp/dp" if req.tp * req.pp * req.cp > 1 else "data",
             accumulation=int(acc[i]),
             tp=req.tp,
             pp=req.pp,
@@ -129,6 +155,8 @@ def estimate_llm(req: EstimateRequest, costs, model, info, net_info, precision: 
             tp_overlap="on" if req.tp_overlap else "off",
             ep=req.ep,
             interleave=req.interleave,
+            cp=req.cp,
+            cp_comm=req.cp_comm,
             seq_len=m["seq_len"],
             tokens_per_s=float(r.samples[i] * m["seq_len"] / total),
             mfu=float(r.model_flops[i] / total / (peak * k[i])),
@@ -139,6 +167,7 @@ def estimate_llm(req: EstimateRequest, costs, model, info, net_info, precision: 
             tp_comm_ms=float(r.tp_comm[i] * 1e3),
             pp_comm_ms=float(r.pp_comm[i] * 1e3),
             ep_comm_ms=float(r.ep_comm[i] * 1e3),
+            cp_comm_ms=float(r.cp_comm[i] * 1e3),
             memory_gb_per_gpu=float(r.memory[i] / 1e9),
             memory_gb=float(r.memory[i] / 1e9),
             fits_memory=bool(r.memory[i] <= usable),

@@ -100,13 +100,20 @@ class Accelerate(Target):
     )
     # the search keeps to data-parallel plans, which accelerate runs at every ZeRO stage; the
     # Megatron-LM plugin runs model-parallel plans only with ZeRO 0 or 1 and recomputation
-    axes = {"tp": ("1",), "pp": ("1",), "ep": ("1",), "sp": ("off",), "recompute": ("none", "full")}
+    axes = {
+        "tp": ("1",),
+        "pp": ("1",),
+        "ep": ("1",),
+        "cp": ("1",),
+        "sp": ("off",),
+        "recompute": ("none", "full"),
+    }
 
     def refusal(self, plan: LaunchPlan) -> str | None:
         if not plan.transformer:
             return f"this target trains the reference causal LM with accelerate; {plan.net} is a CNN (use --target torchrun)"
-        if plan.ep > 1 or plan.interleave > 1:
-            return "this target writes no expert-parallel or interleaved-pipeline settings for accelerate (use --target megatron)"
+        if plan.ep > 1 or plan.interleave > 1 or plan.cp > 1:
+            return "this target writes no expert-parallel, context-parallel or interleaved-pipeline settings for accelerate (use --target megatron)"
         if _megatron(plan):
             return self._megatron_refusal(plan)
         if plan.precision == "fp8":

@@ -46,11 +46,13 @@ class DeepSpeed(Target):
         "DeepSpeed's DeepSpeedConfig (batch arithmetic, ZeRO and precision sections); with model "
         "parallelism, Megatron-DeepSpeed's parse_args and validate_args"
     )
-    axes = {"ep": ("1",), "tp_overlap": ("off",), "interleave": ("1",)}
+    axes = {"ep": ("1",), "cp": ("1",), "tp_overlap": ("off",), "interleave": ("1",)}
 
     def refusal(self, plan: LaunchPlan) -> str | None:
         if not plan.transformer:
             return f"this target trains the reference causal LM with DeepSpeed's engine; {plan.net} is a CNN (use --target torchrun)"
+        if plan.cp > 1:
+            return "this target writes no context parallelism (DeepSpeed-Ulysses is Megatron-DeepSpeed's --ds-sequence-parallel-size, not written here; use --target megatron)"
         if mds.model_parallel(plan):
             return mds.refusal(plan)
         if plan.ep > 1:

@@ -62,6 +62,8 @@ def parallel_args(plan: LaunchPlan) -> list[str]:
         args.append("--sequence-parallel")
     if plan.ep > 1:
         args += ["--expert-model-parallel-size", str(plan.ep)]
+    if plan.cp > 1:
+        args += ["--context-parallel-size", str(plan.cp), "--cp-comm-type", plan.cp_comm]
     if plan.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
     elif plan.recompute == "full":

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from costs.llm.context import CP_COMM
 from planner.errors import BadInput
 from planner.request.files import read_json
 
@@ -53,6 +54,8 @@ class LaunchPlan:
     ep: int = 1
     interleave: int = 1
     tp_overlap: bool = False
+    cp: int = 1  # context-parallel degree
+    cp_comm: str = "p2p"  # costs.llm.context.CP_COMM
     seq_len: int | None = None
     model: dict | None = None
     iteration_ms: float | None = None
@@ -64,8 +67,8 @@ class LaunchPlan:
 
     @property
     def dp(self) -> int:
-        """Data-parallel replicas: GPUs / (tp x pp)."""
-        return self.gpus // (self.tp * self.pp)
+        """Data-parallel replicas: GPUs / (tp x pp x cp)."""
+        return self.gpus // (self.tp * self.pp * self.cp)
 
     @property
     def transformer(self) -> bool:
@@ -178,8 +181,9 @@ def plan_from_record(rec: dict, path: str | Path) -> LaunchPlan:
     if gpus % per_node:
         raise BadInput(f"plan {path}: field 'gpus' {gpus} does not fill nodes of gpus_per_node {per_node}")
     tp, pp = _int(rec, "tp", path, default=1), _int(rec, "pp", path, default=1)
-    if gpus % (tp * pp):
-        raise BadInput(f"plan {path}: field 'gpus' {gpus} is not a multiple of tp x pp = {tp * pp}")
+    cp = _int(rec, "cp", path, default=1)
+    if gpus % (tp * pp * cp):
+        raise BadInput(f"plan {path}: field 'gpus' {gpus} is not a multiple of tp x pp x cp = {tp * pp * cp}")
     micro = _int(rec, "microbatch", path, default=rec.get("batch_per_worker"))
     acc = _int(rec, "accumulation", path, default=1)
     net = _text(rec, "net", path)
@@ -194,7 +198,7 @@ def plan_from_record(rec: dict, path: str | Path) -> LaunchPlan:
         scheme=_text(rec, "scheme", path),
         microbatch=micro,
         accumulation=acc,
-        global_batch=micro * acc * (gpus // (tp * pp)),
+        global_batch=micro * acc * (gpus // (tp * pp * cp)),
         tp=tp,
         pp=pp,
         sp=_flag(rec, "sp", path),
@@ -203,6 +207,8 @@ def plan_from_record(rec: dict, path: str | Path) -> LaunchPlan:
         ep=_int(rec, "ep", path, default=1),
         interleave=_int(rec, "interleave", path, default=1),
         tp_overlap=_flag(rec, "tp_overlap", path),
+        cp=cp,
+        cp_comm=_choice(rec, "cp_comm", path, CP_COMM, "p2p"),
         seq_len=_int(rec, "seq_len", path, default=model["seq_len"]) if model else None,
         model=model,
         iteration_ms=rec.get("iteration_ms") or rec.get("expected", {}).get("iteration_ms"),

@@ -108,10 +108,21 @@ def example_files(plan: LaunchPlan) -> dict[str, str]:
 class Torchrun(Target):
     name = "torchrun"
     validator = "runs one training step of the reference script on the CPU (gloo backend)"
-    axes = {"tp": ("1",), "pp": ("1",), "ep": ("1",), "sp": ("off",), "recompute": ("none", "full")}
+    axes = {
+        "tp": ("1",),
+        "pp": ("1",),
+        "ep": ("1",),
+        "cp": ("1",),
+        "sp": ("off",),
+        "recompute": ("none", "full"),
+    }
 
     def refusal(self, plan: LaunchPlan) -> str | None:
-        model_parallel = [f"{k} {v}" for k, v in (("TP", plan.tp), ("PP", plan.pp), ("EP", plan.ep)) if v > 1]
+        model_parallel = [
+            f"{k} {v}"
+            for k, v in (("TP", plan.tp), ("PP", plan.pp), ("EP", plan.ep), ("CP", plan.cp))
+            if v > 1
+        ]
         if model_parallel or plan.sp:
             what = ", ".join(model_parallel) or "sequence parallelism"
             return (

@@ -40,7 +40,7 @@ def _parallelism(plan: LaunchPlan) -> dict[str, object]:
         "data_parallel_shard_degree": plan.dp if shard else 1,
         "tensor_parallel_degree": plan.tp,
         "pipeline_parallel_degree": plan.pp,
-        "context_parallel_degree": 1,
+        "context_parallel_degree": plan.cp,
         "expert_parallel_degree": plan.ep,
     }
     if shard:
@@ -144,6 +144,8 @@ class Torchtitan(Target):
             return f"torchtitan trains transformer models; {plan.net} is a CNN (use --target torchrun)"
         if plan.net not in CONFIGS:
             return f"torchtitan has no config_registry entry for {plan.net} (here: {', '.join(CONFIGS)})"
+        if plan.cp > 1 and plan.cp_comm == "a2a":
+            return "torchtitan's context parallelism is ring attention (p2p or all_gather); the plan uses a2a (DeepSpeed-Ulysses; --target megatron runs it)"
         if plan.zero == 1:
             return "torchtitan's FSDP2 shards parameters, gradients and optimizer state together: it has ZeRO 0, 2 and 3, no ZeRO-1"
         if plan.recompute == "selective":

@@ -15,8 +15,11 @@ def _set_axes(result) -> list[str]:
 
 def _parallel(b: dict) -> str:
     """How the plan is parallel, in words."""
-    if "tp" in b and b["tp"] * b["pp"] > 1 or b.get("zero"):
-        parts = [f"TP {b['tp']} x PP {b['pp']} x DP {b['dp']}"]
+    cp = b.get("cp", 1)
+    if "tp" in b and b["tp"] * b["pp"] * cp > 1 or b.get("zero"):
+        ctx = f" x CP {cp}" if cp > 1 else ""
+        parts = [f"TP {b['tp']}{ctx} x PP {b['pp']} x DP {b['dp']}"]
+        parts += [f"context parallel over {cp} GPUs ({b.get('cp_comm', 'p2p')})"] if cp > 1 else []
         parts += [f"ZeRO-{b['zero']}"] if b.get("zero") else []
         parts += ["sequence parallel"] if b.get("sp") == "on" else []
         parts += [f"EP {b['ep']}"] if b.get("ep", 1) > 1 else []

@@ -120,6 +120,7 @@ REQUEST_INTS: dict[str, tuple[str, int, int]] = {
     "pp": ("--pp", 1, MAX_DEGREE),
     "ep": ("--ep", 1, MAX_DEGREE),
     "interleave": ("--interleave", 1, MAX_DEGREE),
+    "cp": ("--cp", 1, MAX_DEGREE),
     "microbatch": ("--microbatch", 1, MAX_BATCH),
     "zero": ("--zero", 0, 3),
     "nics": ("--nics", 1, 1_024),  # NICs per node (planner.hosts.MAX_NICS)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
+from costs.llm.context import CP_COMM
 from costs.llm.memory import RECOMPUTE
 from planner.errors import BadInput
 from planner.request import bounds, defaults
@@ -55,6 +56,8 @@ class EstimateRequest:
     tp_overlap: bool = False
     ep: int = 1
     interleave: int = 1
+    cp: int = 1  # context-parallel degree: the sequence split over cp GPUs
+    cp_comm: str = "p2p"  # how context parallelism moves keys and values (costs.llm.context.CP_COMM)
     microbatch: int | None = None  # sequences per GPU per microbatch (None: --batch's)
     global_batch: int | None = None  # sequences per step; sets the microbatches per step
     seq_len: int | None = None  # None: the model's
@@ -65,8 +68,18 @@ class EstimateRequest:
     def model_parallel(self) -> bool:
         """True when an LLM-parallelism option differs from plain data parallelism."""
         return (
-            (self.tp, self.pp, self.zero, self.recompute, self.sp, self.ep, self.interleave, self.tp_overlap)
-            != (1, 1, 0, "none", False, 1, 1, False)
+            (
+                self.tp,
+                self.pp,
+                self.zero,
+                self.recompute,
+                self.sp,
+                self.ep,
+                self.interleave,
+                self.tp_overlap,
+                self.cp,
+            )
+            != (1, 1, 0, "none", False, 1, 1, False, 1)
             or self.microbatch is not None
             or self.global_batch is not None
         )
@@ -111,6 +124,7 @@ def _validate_parallel(req: EstimateRequest) -> None:
         ("--pp", req.pp),
         ("--ep", req.ep),
         ("--interleave", req.interleave),
+        ("--cp", req.cp),
     ):
         if value < 1:
             raise BadInput(f"{name} must be a positive integer, got {value}")
@@ -119,6 +133,8 @@ def _validate_parallel(req: EstimateRequest) -> None:
             raise BadInput(f"{name} must be a positive integer, got {value}")
     if req.zero not in (0, 1, 2, 3):
         raise BadInput(f"--zero {req.zero} (valid: 0, 1, 2, 3)")
+    if req.cp_comm not in CP_COMM:
+        raise BadInput(f"--cp-comm '{req.cp_comm}' (valid: {', '.join(CP_COMM)})")
     if req.recompute not in RECOMPUTE:
         raise BadInput(f"--recompute '{req.recompute}' (valid: {', '.join(RECOMPUTE)})")
     if req.optimizer not in defaults.OPTIMIZERS:
@@ -193,7 +209,9 @@ def _model_keys(data: dict) -> dict:
 def _llm_keys(data: dict) -> dict:
     """A transformer plan's parallel degrees, ZeRO stage, recomputation and sequence length, as
     plan files record them (``sp`` and ``tp_overlap`` as on/off)."""
-    out: dict = {k: int(data[k]) for k in ("tp", "pp", "zero", "ep", "interleave") if k in data}
+    out: dict = {k: int(data[k]) for k in ("tp", "pp", "zero", "ep", "interleave", "cp") if k in data}
+    if data.get("cp_comm") is not None:
+        out["cp_comm"] = str(data["cp_comm"])
     out.update({k: data[k] == "on" for k in ("sp", "tp_overlap") if k in data})
     if "recompute" in data:
         out["recompute"] = str(data["recompute"])

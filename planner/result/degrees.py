@@ -1,6 +1,6 @@
 """Why a transformer plan has its parallel degrees: each one against its neighbours.
 
-For the tensor- and pipeline-parallel degrees, the ZeRO stage, the recomputation, sequence
+For the tensor-, pipeline- and context-parallel degrees, the ZeRO stage, the recomputation, sequence
 parallelism and the microbatch, the plan is re-scored with that one choice changed (the GPUs
 stay; data parallelism takes up the difference) and the sentence says what the neighbour
 costs: it does not fit (and how much memory it needs), it is not a plan (why), or how much
@@ -16,6 +16,7 @@ from planner.metrics.scorer import METRIC, Scorer
 _LABEL = {
     "tp": "TP",
     "pp": "PP",
+    "cp": "CP",
     "zero": "ZeRO",
     "recompute": "recomputation",
     "sp": "sequence parallelism",

@@ -72,7 +72,15 @@ def baseline(scorer: Scorer, cols, i) -> dict:
     one["gpus"][:] = sp.choices("gpus").index(1)
     one["per_node"][:] = sp.choices("per_node").index(1)
     one["split"][:] = sp.choices("split").index(sp.n_layers)
-    for axis, plain in (("tp", 1), ("pp", 1), ("ep", 1), ("interleave", 1), ("sp", "off"), ("zero", 0)):
+    for axis, plain in (
+        ("tp", 1),
+        ("pp", 1),
+        ("ep", 1),
+        ("cp", 1),
+        ("interleave", 1),
+        ("sp", "off"),
+        ("zero", 0),
+    ):
         if axis in one and plain in sp.choices(axis):
             one[axis][:] = sp.choices(axis).index(plain)
     m1 = scorer.metrics(one)

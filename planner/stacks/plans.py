@@ -1,7 +1,7 @@
 """Which plans a stack can run: its ``[plans]`` table as a check of one plan (``estimate``
 refuses in one line) and as a vectorised mask over many (the search space's validity).
 
-Keys: ``tp``, ``pp``, ``sp``, ``ep``, ``interleave``, ``tp_overlap`` (transformer parallelism
+Keys: ``tp``, ``pp``, ``sp``, ``ep``, ``interleave``, ``tp_overlap``, ``cp`` (transformer parallelism
 the stack has), ``hybrid`` (a CNN's model-parallel split), ``zero`` (ZeRO stages of its
 data-parallel engine) and ``zero_with_pp`` (the stages it allows with pipeline parallelism).
 """
@@ -19,6 +19,7 @@ _WHAT = {
     "ep": "expert parallelism (--ep)",
     "interleave": "an interleaved pipeline schedule (--interleave)",
     "tp_overlap": "tensor-parallel communication overlap (--tp-overlap)",
+    "cp": "context parallelism (--cp)",
     "hybrid": "a model-parallel split (--parallel hybrid or model)",
 }
 
@@ -32,12 +33,13 @@ def _used(plan: dict) -> dict[str, bool]:
         "ep": plan.get("ep", 1) > 1,
         "interleave": plan.get("interleave", 1) > 1,
         "tp_overlap": bool(plan.get("tp_overlap", False)),
+        "cp": plan.get("cp", 1) > 1,
         "hybrid": bool(plan.get("hybrid", False)),
     }
 
 
 def refusal(stack: Stack, plan: dict) -> str | None:
-    """Why ``stack`` cannot run ``plan`` (keys tp, pp, sp, ep, interleave, tp_overlap, zero,
+    """Why ``stack`` cannot run ``plan`` (keys tp, pp, sp, ep, interleave, tp_overlap, cp, zero,
     hybrid; absent: not used), or None when it can. One line naming --stack and the option."""
     for key, used in _used(plan).items():
         if used and not stack.allows(key):
@@ -55,7 +57,7 @@ def refusal(stack: Stack, plan: dict) -> str | None:
 
 def mask(stack: Stack, cols: dict[str, np.ndarray]) -> np.ndarray:
     """Whether ``stack`` can run each plan of ``cols`` (arrays of tp, pp, sp, ep, interleave,
-    tp_overlap, zero, hybrid values; a missing column is not used)."""
+    tp_overlap, cp, zero, hybrid values; a missing column is not used)."""
     n = len(next(iter(cols.values())))
     ok = np.ones(n, dtype=bool)
     flags = {
@@ -63,6 +65,7 @@ def mask(stack: Stack, cols: dict[str, np.ndarray]) -> np.ndarray:
         "pp": lambda v: v > 1,
         "ep": lambda v: v > 1,
         "interleave": lambda v: v > 1,
+        "cp": lambda v: v > 1,
         "sp": lambda v: v.astype(bool),
         "tp_overlap": lambda v: v.astype(bool),
         "hybrid": lambda v: v.astype(bool),
