@@ -65,9 +65,10 @@ ADDED = {
 # (3090: 142; 4090: 661 with sparsity -> 330.5, waredb.com dense FP8/FP32-acc 330.3).
 GEFORCE_FP16_ACC = {"RTX_2080_TI": 107.6, "RTX_3090": 142.0, "RTX_4090": 330.5}
 # Generations with tensor/matrix TF32, BF16 and FP8 (devices.toml header: which precisions exist).
+# CDNA 4 has BF16 and FP8 matrix cores but no TF32 unit (AMD CDNA 4 whitepaper; devices.toml MI355X).
 TF32_GENERATIONS = {"Ampere", "Ada Lovelace", "Hopper", "Blackwell", "CDNA3"}
-BF16_GENERATIONS = TF32_GENERATIONS | {"CDNA2"}
-FP8_GENERATIONS = {"Ada Lovelace", "Hopper", "Blackwell", "CDNA3"}
+BF16_GENERATIONS = TF32_GENERATIONS | {"CDNA2", "CDNA4"}
+FP8_GENERATIONS = {"Ada Lovelace", "Hopper", "Blackwell", "CDNA3", "CDNA4"}
 
 DEVICES = catalog.devices()
 NETWORKS = catalog.networks()

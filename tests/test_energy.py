@@ -44,7 +44,8 @@ def test_electricity_option_overrides_the_default_and_checks_its_bound():
 
 def test_every_current_device_has_a_board_power():
     for key, d in catalog.devices().items():
-        assert 0 < d.raw["tdp_w"] <= 1200, key
+        # the highest catalogued board power: 1,400 W (B300 / Blackwell Ultra and MI355X, devices.toml)
+        assert 0 < d.raw["tdp_w"] <= 1400, key
 
 
 def test_hand_computed_energy_of_the_main_jobs_plan():
