@@ -4,8 +4,11 @@ Scores a grid of llama3-8b and gpt3-175b plans with every model-parallel axis va
 devices x workers 8..1024 x tensor 1..8 x pipeline 1..16 x ZeRO 0..3 x recomputation x
 sequence parallelism x microbatch 1..8 x
 AllReduce scheme x microbatches per step (737,280 plans), in one evaluator call per net, and prints plans per
-second. The grid is scored twice; the second (warm: shards built) is reported. Then times
-`planner optimize llama3-70b --budget 512gpus` from process start to exit (target 3 s).
+second. The grid is scored twice; the second (warm: shards built) is reported. A third grid turns on the context- and
+expert-parallel axes (mixtral-8x7b at 32k tokens: cp 1..8 with its key/value exchanges, ep 1..8;
+issue target 2,000,000 plans/s with them on). Then times `planner optimize llama3-70b --budget
+512gpus` (target 3 s) and `planner optimize llama3.1-405b --budget 16384gpus` (target 3 s) from
+process start to exit.
 
 Run: python benchmarks/bench_llm.py
 """
@@ -30,7 +33,7 @@ DEVICES = ["A100_40GB", "A100_80GB", "H100_SXM", "H200", "B200", "MI300X"]
 WORKERS = [8, 16, 32, 64, 128, 256, 512, 1024]
 
 
-def grid(n_layers: int) -> dict[str, np.ndarray]:
+def grid(n_layers: int, wide: bool = False) -> dict[str, np.ndarray]:
     axes = dict(
         device=np.arange(len(DEVICES)),
         workers=np.array(WORKERS),
@@ -43,16 +46,19 @@ def grid(n_layers: int) -> dict[str, np.ndarray]:
         scheme=np.arange(4),
         accumulation=np.array([8, 64]),
     )
+    if wide:  # context and expert parallelism on; fewer schemes and devices keep the grid alike
+        axes.update(cp=np.array([1, 2, 4, 8]), cp_comm=np.arange(3), ep=np.array([1, 2, 4, 8]))
+        axes.update(device=np.arange(2), scheme=np.array([1]), batch=np.array([1, 2]), zero=np.array([1, 3]))
     mesh = np.meshgrid(*axes.values(), indexing="ij")
     return {k: m.ravel() for k, m in zip(axes, mesh, strict=True)}
 
 
-def bench(net: str) -> None:
-    costs = catalog.net_costs(net, "modern")
+def bench(net: str, seq_len: int | None = None, wide: bool = False) -> None:
+    costs = catalog.net_costs(net, "modern", seq_len=seq_len)
     devices = catalog.device_table(DEVICES)
     links = catalog.link_table(["ib_ndr"] + [catalog.device(d).device.intra_link for d in DEVICES])
     model = CostModel.of("modern", optimizer="adam")
-    g = grid(costs.n_layers)
+    g = grid(costs.n_layers, wide)
     p = plans(
         costs.n_layers,
         network=0,
@@ -69,12 +75,15 @@ def bench(net: str) -> None:
         r = evaluate(costs, p, devices, links, **kw)
         best = min(best, time.perf_counter() - t0)
     assert np.isfinite(r.total).all()
+    label = f"{net} cp/ep" if wide else net
     print(
-        f"{net:12s} {len(p):>10,} plans in {best:6.3f} s: {len(p) / best / 1e6:5.2f} M plans/s (target 2.0)"
+        f"{label:18s} {len(p):>10,} plans in {best:6.3f} s: {len(p) / best / 1e6:5.2f} M plans/s (target 2.0)"
     )
 
 
 if __name__ == "__main__":
     for name in ("llama3-8b", "gpt3-175b"):
         bench(name)
+    bench("mixtral-8x7b", seq_len=32768, wide=True)
     bench_command(("llama3-70b", "--budget", "512gpus"))  # target 3 s
+    bench_command(("llama3.1-405b", "--budget", "16384gpus", "--gpu", "H100_SXM"))  # target 3 s

@@ -59,7 +59,7 @@ from costs.llm.memory import FULL, SELECTIVE
 from costs.llm.shard import BLOCK, EMBED, HEAD, Shard, block_weights, dims, shard
 from costs.modern.efficiency import Efficiency
 from costs.modern.evaluator import GRAD_BYTES, ModernBreakdown, Options, layer_times
-from costs.plans import Plans
+from costs.plans import Plans, _unique
 
 
 @dataclass(frozen=True)
@@ -332,15 +332,15 @@ def evaluate(
     n = len(plans)
     x = {k: np.zeros(n) for k in _PARTS + _KERNELS + _PER_SHARD}
     model = costs.net.meta["model"]
-    for tp, cp in np.unique(np.stack([plans.tp, plans.cp], axis=1), axis=0):
-        whole = shard(model, int(tp), costs.rules)
-        part = (
-            shard({**model, "seq_len": model["seq_len"] // int(cp)}, int(tp), costs.rules)
-            if cp > 1
-            else whole
-        )
-        idx = (plans.tp == tp) & (plans.cp == cp)
-        _part_times(part, devices, eff, plans, idx, x, whole if cp > 1 else None, float(cp))
+    span = int(plans.cp.max(initial=1)) + 1
+    keys, inv = _unique(plans.tp * span + plans.cp)  # each (tp, cp) pair once, in O(n)
+    order = np.argsort(inv, kind="stable")
+    ends = np.cumsum(np.bincount(inv, minlength=len(keys)))
+    for key, lo, hi in zip(keys, ends - np.bincount(inv, minlength=len(keys)), ends, strict=True):
+        tp, cp = divmod(int(key), span)
+        whole = shard(model, tp, costs.rules)
+        part = shard({**model, "seq_len": model["seq_len"] // cp}, tp, costs.rules) if cp > 1 else whole
+        _part_times(part, devices, eff, plans, order[lo:hi], x, whole if cp > 1 else None, float(cp))
     c = _Ctx(costs, plans, devices, links, eff)
     u = _microbatch(c, x, plans.recompute)
     stage = _pipeline(c, x, u, plans.workers)
