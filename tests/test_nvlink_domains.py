@@ -1,0 +1,129 @@
+"""NVLink domains wider than a server (GB200 NVL72: 72 GPUs, configs/devices.toml) searched as GPUs
+per node: tried only for devices whose catalog node holds that many, priced and hosted like any
+node size, scored by the evaluator with the domain's NVLink inside it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from planner import catalog
+from planner.cli import main
+from planner.hosts import DOMAIN_SIZES, NODE_SIZES, node_sizes
+from planner.pipeline import build
+from planner.request.optimize import OptimizeRequest, validate
+
+# llama3-70b on 144 GB200 (two NVL72 racks, owned), 576 sequences per step: 144 GPUs at TP 8 leave
+# 18 data-parallel replicas, which divide 576.
+GB200_144 = dict(budget=("144gpus",), gpu="GB200", owned=("GB200:144",), network="ib_xdr", global_batch=576)
+
+
+def _run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _values(space, cols: dict, axis: str) -> np.ndarray:
+    return np.asarray(space.choices(axis))[cols[axis]]
+
+
+def test_node_sizes_add_a_domain_only_where_a_device_reaches_it():
+    assert DOMAIN_SIZES == (72,) and NODE_SIZES == (1, 2, 4, 8)
+    assert node_sizes([8, 4]) == NODE_SIZES
+    assert node_sizes([16]) == NODE_SIZES  # DGX-2's 16 V100 are no rack-scale domain searched
+    assert node_sizes([8, 72]) == (1, 2, 4, 8, 72)
+    assert node_sizes([]) == NODE_SIZES
+    for key, info in catalog.devices().items():  # every catalog device: 72 iff its node holds 72
+        assert (72 in node_sizes([info.device.max_per_node])) == (info.device.max_per_node >= 72), key
+    assert [k for k, i in catalog.devices().items() if i.device.max_per_node >= 72] == ["GB200"]
+
+
+def test_h100_searches_never_try_72_gpu_nodes():
+    h100 = validate(OptimizeRequest("llama3-8b", budget=("144gpus",), gpu="H100_SXM"))
+    assert h100.hosts.sizes == NODE_SIZES
+    scorer, _ = build(OptimizeRequest("llama3-8b", budget=("144gpus",), gpu="H100_SXM"))
+    assert scorer.space.choices("per_node") == NODE_SIZES
+    # beside a GB200 the axis has 72, but no H100 plan takes it: not offered, and not valid
+    both = dict(gpu="H100_SXM,GB200", prices=("GB200=6.0",), global_batch=576)
+    req = OptimizeRequest("llama3-8b", budget=("144gpus",), **both)
+    scorer, _ = build(req)
+    sp = scorer.space
+    assert sp.choices("per_node") == (1, 2, 4, 8, 72)
+    h, b = sp.choices("gpu").index("H100_SXM"), sp.choices("gpu").index("GB200")
+    assert not sp.node_offered[h][-1] and sp.node_offered[b][-1]
+    cols = sp.grid()
+    gpu, per_node = _values(sp, cols, "gpu"), _values(sp, cols, "per_node")
+    assert not ((gpu == "H100_SXM") & (per_node == 72)).any()
+    assert ((gpu == "H100_SXM") & (per_node == 8)).any() and ((gpu == "GB200") & (per_node == 72)).any()
+
+
+def test_price_of_a_gb200_domain_is_the_given_price():
+    """GB200 has no price row: --price (a per-GPU quote) and --owned price every node size up
+    to its 72-GPU domain, on the assumed host."""
+    prob = validate(OptimizeRequest("llama3-70b", budget=("144gpus",), gpu="GB200", prices=("GB200=6.0",)))
+    assert prob.hosts.sizes == (1, 2, 4, 8, 72)
+    assert prob.prices.tolist() == [[6.0] * 5] and prob.price_sources == (("your --price",) * 5,)
+    assert prob.hosts.at(0, 72).instance is None  # no instance described: the assumed host
+    owned = validate(OptimizeRequest("llama3-70b", **GB200_144))
+    assert owned.hosts.offered().tolist() == [[True] * 5] and owned.prices.tolist() == [[0.0] * 5]
+
+
+def test_gb200_search_scores_72_gpu_domains_and_they_win_where_traffic_crosses_nodes():
+    """ZeRO-3 at TP 8 on 144 GB200: in 8-GPU nodes each node holds one data-parallel rank and all
+    gradient and parameter traffic crosses ib_xdr; in 72-GPU domains 9 ranks share NVLink
+    (costs/llm/evaluator.py: _sync's hierarchical collective), so the same plan is faster."""
+    scorer, _ = build(OptimizeRequest("llama3-70b", **GB200_144, axes=(("tp", "8"), ("zero", "3"))))
+    sp = scorer.space
+    assert sp.choices("per_node") == (1, 2, 4, 8, 72)
+    cols = sp.grid()
+    per_node, gpus = _values(sp, cols, "per_node"), _values(sp, cols, "gpus")
+    wide = per_node == 72
+    assert wide.any() and set(gpus[wide]) == {72, 144}  # whole domains only
+    m = scorer.metrics(cols)
+    assert np.isfinite(m["iteration_s"][wide]).all() and (m["per_node"][wide] == 72).all()
+    # the same plans (every other axis equal) at 144 GPUs in nodes of 8 and domains of 72
+    others = [a for a in sp.names if a != "per_node"]
+    key = {tuple(cols[a][i] for a in others): i for i in np.flatnonzero((gpus == 144) & (per_node == 8))}
+    pairs = [
+        (key[k], i)
+        for i in np.flatnonzero((gpus == 144) & wide)
+        if (k := tuple(cols[a][i] for a in others)) in key
+    ]
+    assert pairs
+    eight, seventy_two = (np.array(x) for x in zip(*pairs, strict=True))
+    assert (m["iteration_s"][seventy_two] < m["iteration_s"][eight]).all()
+    assert (m["sync_s"][seventy_two] < m["sync_s"][eight]).all()
+    assert (m["nodes"][seventy_two] == 2).all() and (m["nodes"][eight] == 18).all()
+
+
+def test_gb200_optimize_picks_two_nvl72_racks(capsys):
+    args = ["optimize", "llama3-70b", "--gpu", "GB200", "--owned", "GB200:144", "--budget", "144gpus"]
+    args += ["--network", "ib_xdr", "--global-batch", "576", "--tp", "8", "--zero", "3", "--format", "json"]
+    code, out, err = _run(capsys, *args)
+    assert code == 0, err
+    best = json.loads(out)["best"]
+    assert (best["gpu"], best["gpus"], best["gpus_per_node"], best["nodes"]) == ("GB200", 144, 72, 2)
+    assert "--gpus-per-node 72" in best["estimate_command"]
+
+
+def test_estimate_refuses_a_node_wider_than_the_device(capsys):
+    args = ["estimate", "llama3-70b", "--workers", "144", "--gpus-per-node", "72", "--tp", "8", "--pp", "2"]
+    code, out, err = _run(capsys, *args, "--device", "H100_SXM")
+    assert code == 2 and not out
+    assert err.strip() == (
+        "error: --gpus-per-node 72: H100_SXM comes at most 8 to a node (devices.toml max_gpus_per_node; valid: 1-8)"
+    )
+    code, out, err = _run(capsys, *args, "--device", "GB200", "--network", "ib_xdr", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)[0]["gpus_per_node"] == 72
+
+
+@pytest.mark.parametrize("per_node", [16, 9])
+def test_estimate_refuses_any_size_over_the_catalog_node(capsys, per_node):
+    code, _, err = _run(
+        capsys, "estimate", "alexnet", "--device", "A100_80GB", "--gpus-per-node", str(per_node)
+    )
+    assert code == 2 and "A100_80GB comes at most 8 to a node" in err and len(err.strip().splitlines()) == 1
