@@ -11,6 +11,7 @@ import pytest
 
 from planner import catalog
 from planner.cli import main
+from planner.energy import servers
 from planner.hosts import DOMAIN_SIZES, NODE_SIZES, node_sizes
 from planner.pipeline import build
 from planner.request.optimize import OptimizeRequest, validate
@@ -144,3 +145,14 @@ def test_estimate_refuses_any_size_over_the_catalog_node(capsys, per_node):
         capsys, "estimate", "alexnet", "--device", "A100_80GB", "--gpus-per-node", str(per_node)
     )
     assert code == 2 and "A100_80GB comes at most 8 to a node" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_wide_domain_draws_host_power_per_8_gpus():
+    """configs/energy.toml [node]: the power besides the GPUs of one 8-GPU server; a 72-GPU
+    NVLink domain is charged it per 8 of its GPUs, a node of up to 8 GPUs once."""
+    workers = np.array([144, 72, 144, 16, 3, 1])
+    per_node = np.array([72, 72, 8, 8, 8, 1])
+    assert servers(workers, per_node).tolist() == [18, 9, 18, 2, 1, 1]
+    for n in NODE_SIZES:  # a node of a server's size or less: one server per node, as before
+        w = np.arange(1, 9) * n
+        assert (servers(w, n) == w // n).all()

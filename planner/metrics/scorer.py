@@ -23,7 +23,7 @@ import numpy as np
 from costs.hardware import PRECISIONS, DeviceTable, LinkTable
 from costs.model import evaluate
 from planner import catalog
-from planner.energy import Energy
+from planner.energy import Energy, servers
 from planner.metrics import memory
 from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel
@@ -150,7 +150,8 @@ class Scorer:
         ttt = iters * total
         nodes = p.workers // p.gpus_per_node
         g = cols["gpu"]
-        power = self.energy.metrics(self.board_w[g], p.workers, nodes, total, r.compute, iters)
+        hosts = servers(p.workers, p.gpus_per_node)  # a 72-GPU NVLink domain: 9 servers' power
+        power = self.energy.metrics(self.board_w[g], p.workers, hosts, total, r.compute, iters)
         caps = self.gpu_caps[g] if self.gpu_caps is not None else np.full(len(p), np.inf)
         cost = ttt / 3600.0 * k * self.price_of(g, p.gpus_per_node)
         if self.kwh_usd is not None and self.kwh_usd.any():  # owned GPUs: their electricity
