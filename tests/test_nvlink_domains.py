@@ -5,6 +5,7 @@ node size, scored by the evaluator with the domain's NVLink inside it."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -156,3 +157,54 @@ def test_a_wide_domain_draws_host_power_per_8_gpus():
     for n in NODE_SIZES:  # a node of a server's size or less: one server per node, as before
         w = np.arange(1, 9) * n
         assert (servers(w, n) == w // n).all()
+
+
+GB200_ROWS = """
+[[price]]
+device = "GB200"
+provider = "pergpu"
+instance = "1x GB200"
+gpus_per_instance = 1
+usd_per_hour = 7.0
+pricing = "on-demand"
+region = "test-1"
+source = "https://example.org/pergpu"
+date = "2026-01-15"
+
+[[price]]
+device = "GB200"
+provider = "tray"
+instance = "4x GB200"
+gpus_per_instance = 4
+usd_per_hour = 20.0
+pricing = "on-demand"
+region = "test-1"
+source = "https://example.org/tray"
+date = "2026-01-15"
+"""
+
+
+@pytest.fixture
+def gb200_priced(tmp_path, monkeypatch):
+    """A copy of configs/ whose only price rows are a per-GPU GB200 quote and a 4-GPU one."""
+    dst = tmp_path / "configs"
+    shutil.copytree(catalog.configs_dir(), dst)
+    (dst / "prices.toml").write_text(GB200_ROWS)
+    monkeypatch.setenv("PLANNER_CONFIGS", str(dst))
+    caches = (catalog.devices, catalog.networks, catalog.prices, catalog.price_rows)
+    for f in caches:
+        f.cache_clear()
+    yield dst
+    for f in caches:
+        f.cache_clear()
+
+
+def test_a_per_gpu_quote_offers_every_size_up_to_the_domain(gb200_priced):
+    """planner/host_table.py: a per-GPU quote is an offer of any node size up to the device's
+    node (72 for GB200); a 4-GPU instance's row offers nodes of 4 only."""
+    prob = validate(OptimizeRequest("llama3-70b", budget=("144gpus",), gpu="GB200", objective="cost"))
+    assert prob.hosts.sizes == (1, 2, 4, 8, 72)
+    assert prob.hosts.offered().tolist() == [[True] * 5]
+    # nodes of 4: the lower middle of the two providers' offers (5.00 and 7.00); others: per-GPU
+    assert prob.prices.tolist() == [[7.0, 7.0, 5.0, 7.0, 7.0]]
+    assert prob.price_sources[0][4] == "pergpu 1x GB200 on-demand; host not described: assumed"
