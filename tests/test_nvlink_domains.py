@@ -208,3 +208,25 @@ def test_a_per_gpu_quote_offers_every_size_up_to_the_domain(gb200_priced):
     # nodes of 4: the lower middle of the two providers' offers (5.00 and 7.00); others: per-GPU
     assert prob.prices.tolist() == [[7.0, 7.0, 5.0, 7.0, 7.0]]
     assert prob.price_sources[0][4] == "pergpu 1x GB200 on-demand; host not described: assumed"
+
+
+def test_tensor_parallel_groups_wider_than_8_fill_part_of_a_domain(capsys):
+    """GPT-3 175B (96 heads): TP 12 and 24 divide the heads and an NVL72's 72 GPUs, so a GB200
+    search takes them (in 72-GPU domains only); TP 16 divides no node of GB200, and no H100 node
+    holds 12."""
+    req = OptimizeRequest("gpt3-175b", **GB200_144, axes=(("tp", "12,24"),))
+    scorer, _ = build(req)
+    sp = scorer.space
+    assert sp.choices("tp") == (12, 24)
+    cols = sp.grid()
+    assert set(_values(sp, cols, "per_node")) == {72} and set(_values(sp, cols, "tp")) == {12, 24}
+    assert np.isfinite(scorer.metrics(cols)["iteration_s"]).all()
+    code, _, err = _run(
+        capsys, "optimize", "llama3-70b", "--gpu", "GB200", "--owned", "GB200:144", "--tp", "16"
+    )
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "--tp 16 divides no node of these GPUs (GPUs per node: 1, 2, 4, 8, 72)" in err
+    code, _, err = _run(
+        capsys, "optimize", "gpt3-175b", "--gpu", "H100_SXM", "--budget", "144gpus", "--tp", "12"
+    )
+    assert code == 2 and "--tp 12 is wider than a node (8 GPUs per node at most for these GPUs)" in err
