@@ -296,7 +296,7 @@ AXES: tuple[Axis, ...] = (
         fields=(Field("tp", _value("tp"), "TP"),),
         estimate_args=_arg("tp", "tp", 1),
         option="Tensor-parallel degrees to search, e.g. 1,2,4,8 (transformers; default: powers of two "
-        "up to a node that divide the attention heads).",
+        "up to 8 that divide the attention heads; wider ones must divide a node, e.g. 12 or 24 in GB200's 72).",
     ),
     Axis(
         "pp",
