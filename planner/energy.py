@@ -24,6 +24,8 @@ _TABLES = {
     "grid": "g_co2_per_kwh",
     "electricity": "usd_per_kwh",
 }
+# GPUs of the server whose power besides its GPUs is [node] overhead_w (p4d.24xlarge: 8 A100)
+SERVER_GPUS = 8
 # --electricity bound, USD per kWh: retail tariffs are cents to tens of cents; 10 rejects typos
 # such as a price in cents
 ELECTRICITY_MAX = 10.0
@@ -53,6 +55,16 @@ class Energy:
             f"PUE {self.pue:g}, grid {self.grid_g_per_kwh:g} gCO2/kWh, GPUs at board power while "
             f"computing and {self.waiting_fraction:.0%} of it otherwise, {self.node_w:g} W per node besides GPUs"
         )
+
+
+def servers(workers, gpus_per_node) -> np.ndarray:
+    """Servers whose power besides the GPUs a plan is charged: one per node, and an NVLink domain
+    wider than a server (GB200 NVL72: 72 GPUs) as ``ceil(GPUs / SERVER_GPUS)`` of them, so that such
+    a domain draws as much host power per GPU as the 8-GPU server ``overhead_w`` was measured on
+    (an NVL72 rack's 36 Grace CPUs, devices.toml GB200's source, have no cited power here)."""
+    workers = np.asarray(workers)
+    per = np.minimum(np.asarray(gpus_per_node), workers)
+    return np.where(per > SERVER_GPUS, -(-workers // SERVER_GPUS), -(-workers // per))
 
 
 def parse_defaults(data: dict, file: str = "energy.toml") -> Energy:

@@ -46,9 +46,21 @@ _KEYS = {
 }
 _REQUIRED = ("id", "provider", "instance", "device", "gpus", "vcpus", "source", "date")
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
-NODE_SIZES = (1, 2, 4, 8)  # GPUs per node the search tries (planner.space.declare.PER_NODE)
+NODE_SIZES = (1, 2, 4, 8)  # GPUs per node every search tries (planner.space.declare.PER_NODE)
+# GPUs per NVLink domain larger than a server, tried only for devices whose catalog node reaches
+# them: a GB200 NVL72 rack joins 72 GPUs in one NVLink domain (devices.toml GB200, networks.toml
+# nvlink5_nvl72), which the cost model treats as one "node" (the intra-node link inside it).
+DOMAIN_SIZES = (72,)
 MAX_CORES_PER_GPU = 1024.0  # --cpu-cores-per-gpu bound (a 2-socket host has at most a few hundred)
 MAX_NICS = 1024  # --nics bound per node
+
+
+def node_sizes(max_per_node) -> tuple[int, ...]:
+    """GPUs per node a search over devices of these catalog maxima (``max_gpus_per_node``) tries:
+    :data:`NODE_SIZES`, then each of :data:`DOMAIN_SIZES` that some device's maximum reaches (a
+    device still takes only the sizes up to its own maximum: the per-node axis's constraint)."""
+    widest = max(max_per_node, default=0)
+    return NODE_SIZES + tuple(n for n in DOMAIN_SIZES if n <= widest)
 
 
 @dataclass(frozen=True)

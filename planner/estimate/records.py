@@ -72,10 +72,10 @@ def record(
 def _energy(req: EstimateRequest, device: str, r, i: int, workers: int) -> dict:
     """Energy at the meter of one optimizer step (J), and energy (kWh) and CO2 (kg) per million
     samples trained (planner.energy; NaN when the device has no board power)."""
-    from planner.energy import with_options
+    from planner.energy import servers, with_options
 
     e = with_options(catalog.energy_defaults(), req.pue, req.grid_intensity)
-    nodes = -(-workers // min(req.gpus_per_node, workers))
+    nodes = servers(workers, req.gpus_per_node)
     board = catalog.device(device).raw.get("tdp_w", float("nan"))
     per_million = 1e6 / float(r.samples[i])
     m = e.metrics(board, workers, nodes, float(r.total[i]), float(r.compute[i]), per_million)

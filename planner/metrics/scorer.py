@@ -23,12 +23,11 @@ import numpy as np
 from costs.hardware import PRECISIONS, DeviceTable, LinkTable
 from costs.model import evaluate
 from planner import catalog
-from planner.energy import Energy
+from planner.energy import Energy, servers
 from planner.metrics import memory
 from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel
 from planner.metrics.objectives import METRIC, OBJECTIVES, SENSE  # noqa: F401 (re-exported)
-from planner.space.declare import PER_NODE
 from planner.space.space import Space
 
 if TYPE_CHECKING:
@@ -43,7 +42,7 @@ class Scorer:
     costs: object  # costs.specs.coefficients.NetCosts
     devices: DeviceTable
     links: LinkTable
-    prices: np.ndarray  # (gpus in space,) or (gpus, PER_NODE) USD per GPU-hour, NaN when unknown
+    prices: np.ndarray  # (gpus in space,) or (gpus, per-node choices) USD per GPU-hour, NaN when unknown
     limits: Limits
     epochs: float
     dataset_size: int
@@ -74,14 +73,15 @@ class Scorer:
         prices = np.asarray(self.prices, dtype=float)
         if prices.ndim == 1:
             return prices[g]
-        return prices[g, np.searchsorted(PER_NODE, gpus_per_node)]
+        return prices[g, np.searchsorted(self.space.choices("per_node"), gpus_per_node)]
 
     def price_source_of(self, g: int, gpus_per_node: int) -> str | None:
         """Where the price of device row ``g`` in nodes of ``gpus_per_node`` comes from."""
         if g >= len(self.price_sources):
             return None
         src = self.price_sources[g]
-        return src if isinstance(src, str) else src[int(np.searchsorted(PER_NODE, gpus_per_node))]
+        sizes = self.space.choices("per_node")
+        return src if isinstance(src, str) else src[int(np.searchsorted(sizes, gpus_per_node))]
 
     @property
     def efficiency(self):
@@ -150,7 +150,8 @@ class Scorer:
         ttt = iters * total
         nodes = p.workers // p.gpus_per_node
         g = cols["gpu"]
-        power = self.energy.metrics(self.board_w[g], p.workers, nodes, total, r.compute, iters)
+        hosts = servers(p.workers, p.gpus_per_node)  # a 72-GPU NVLink domain: 9 servers' power
+        power = self.energy.metrics(self.board_w[g], p.workers, hosts, total, r.compute, iters)
         caps = self.gpu_caps[g] if self.gpu_caps is not None else np.full(len(p), np.inf)
         cost = ttt / 3600.0 * k * self.price_of(g, p.gpus_per_node)
         if self.kwh_usd is not None and self.kwh_usd.any():  # owned GPUs: their electricity

@@ -30,6 +30,8 @@ def listing(what: str) -> tuple[list[dict], list[tuple[str, str]]]:
                     "memory_gb": d.device.memory_bytes / 1e9,
                     "mem_bandwidth_gbs": d.device.mem_bandwidth / 1e9,
                     "intra_node_link": d.device.intra_link,
+                    # a node, or an NVLink domain wider than one (GB200 NVL72: 72)
+                    "max_gpus_per_node": d.device.max_per_node,
                     "usd_per_gpu_hour": d.price_usd_per_hour,
                     "paleo": d.paleo,
                     "source": d.source,
@@ -43,6 +45,7 @@ def listing(what: str) -> tuple[list[dict], list[tuple[str, str]]]:
             ("memory_gb", "mem GB"),
             ("mem_bandwidth_gbs", "mem GB/s"),
             ("intra_node_link", "node link"),
+            ("max_gpus_per_node", "GPUs/node"),
             ("usd_per_gpu_hour", "$/GPU-h"),
             ("date", "date"),
             ("source_short", "source (full text: --format json)"),

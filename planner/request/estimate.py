@@ -104,6 +104,7 @@ def validate(req: EstimateRequest) -> None:
         raise BadInput(f"--accumulation must be a positive integer, got {req.accumulation}")
     if req.gpus_per_node < 1:
         raise BadInput(f"--gpus-per-node must be positive, got {req.gpus_per_node}")
+    _check_node(req.device, req.gpus_per_node)
     if req.precision not in (*PRECISIONS, "auto"):
         raise BadInput(f"unknown precision '{req.precision}' (valid: auto, {', '.join(PRECISIONS)})")
     if req.parallel not in PARALLEL:
@@ -115,6 +116,19 @@ def validate(req: EstimateRequest) -> None:
             raise BadInput(f"unknown scheme '{s}' (valid: {', '.join(comm.SCHEMES)}, all)")
     _validate_parallel(req)
     bounds.check_request(req)
+
+
+def _check_node(device: str, gpus_per_node: int) -> None:
+    """A node (or NVLink domain) holds at most the device's catalog ``max_gpus_per_node``: 72 for a
+    GB200 NVL72 rack, 8 for an HGX H100 (an unknown device is the catalog's own error)."""
+    from planner import catalog
+
+    cap = catalog.device(device).device.max_per_node
+    if gpus_per_node > cap:
+        raise BadInput(
+            f"--gpus-per-node {gpus_per_node}: {device} comes at most {cap} to a node "
+            f"(devices.toml max_gpus_per_node; valid: 1-{cap})"
+        )
 
 
 def _validate_parallel(req: EstimateRequest) -> None:

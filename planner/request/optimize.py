@@ -96,7 +96,7 @@ class Problem:
     gpus: tuple[str, ...]  # device keys the search may use
     devices: tuple  # catalog.DeviceInfo per key of ``gpus``
     network: object  # catalog.NetworkInfo: the link between nodes
-    prices: np.ndarray  # (gpus, PER_NODE) USD per GPU-hour of each node size, NaN when unknown
+    prices: np.ndarray  # (gpus, node sizes of hosts) USD per GPU-hour of each node size, NaN when unknown
     costs: object  # costs.specs.coefficients.NetCosts
     epochs: float
     dataset_size: int

@@ -63,7 +63,8 @@ def host_arrays(req, gpus, infos, net_info, given: dict, over: hosts.Overrides):
     kind = pricing.parse_pricing(req.pricing)
     link_gbit_s = net_info.link.bandwidth * 8 / 1e9
     caps = [i.device.max_per_node for i in infos]
-    return host_table.for_search(gpus, caps, hosts.NODE_SIZES, rows, kind, keep, over, link_gbit_s, given)
+    sizes = hosts.node_sizes(caps)  # the per-node axis's choices (planner.space.axes)
+    return host_table.for_search(gpus, caps, sizes, rows, kind, keep, over, link_gbit_s, given)
 
 
 def price_columns(table: host_table.HostArrays) -> tuple[np.ndarray, tuple[tuple[str, ...], ...]]:

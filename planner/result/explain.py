@@ -196,13 +196,12 @@ def diagnose(scorer: Scorer, parts: Iterable[Scored]) -> str:
 
 def _no_valid(scorer: Scorer) -> str:
     """Why a space holds no plan; when node sizes are what is missing, the sizes rented."""
-    from planner.space.declare import PER_NODE
-
     table = getattr(scorer.space, "node_offered", ())
     if not table:
         return "no valid plan exists in the search space"
+    sizes_of = scorer.space.choices("per_node")
     sizes = "; ".join(
-        f"{g} in nodes of {', '.join(str(n) for n, ok in zip(PER_NODE, row, strict=True) if ok) or 'none'}"
+        f"{g} in nodes of {', '.join(str(n) for n, ok in zip(sizes_of, row, strict=True) if ok) or 'none'}"
         for g, row in zip(scorer.space.choices("gpu"), table, strict=True)
     )
     return (

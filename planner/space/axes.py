@@ -28,9 +28,10 @@ import numpy as np
 from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
 from planner.errors import BadInput, UnsupportedError
+from planner.hosts import node_sizes
 from planner.request.parse import parse_int_list
 from planner.space import llm_axes, stack_axis
-from planner.space.declare import PER_NODE, Axis, Chosen, Field, SpaceView
+from planner.space.declare import Axis, Chosen, Field, SpaceView
 
 if TYPE_CHECKING:
     from planner.request.optimize import Problem
@@ -176,6 +177,12 @@ def _offered(ch: Chosen) -> np.ndarray:
     return np.asarray(table, dtype=bool)[ch.index("gpu"), ch.index("per_node")]
 
 
+def _per_node_choices(problem: Problem) -> tuple[int, ...]:
+    """GPUs per node: 1, 2, 4, 8, and 72 (an NVL72 NVLink domain) where some searched device's
+    catalog node holds that many (planner.hosts.node_sizes; the host table has the same columns)."""
+    return node_sizes(i.device.max_per_node for i in problem.devices)
+
+
 def _check_choice(name: str, values: tuple) -> tuple:
     if not values:
         raise BadInput(f"the {name} axis has no choice left")
@@ -200,7 +207,7 @@ AXES: tuple[Axis, ...] = (
     ),
     Axis(
         "per_node",
-        choices=lambda pb: PER_NODE,
+        choices=_per_node_choices,
         plan=lambda ch: {"gpus_per_node": ch.value("per_node")},
         # whole nodes, of a size the device comes in and some kept provider rents (planner.hosts)
         valid=lambda ch: (

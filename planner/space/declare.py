@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from planner.hosts import NODE_SIZES as PER_NODE  # noqa: F401  (GPUs per node the search tries)
+from planner.hosts import NODE_SIZES as PER_NODE  # noqa: F401  (GPUs per node every search tries)
 
 if TYPE_CHECKING:
     from planner.request.optimize import Problem

@@ -18,6 +18,7 @@ import numpy as np
 from costs.llm import context
 from costs.llm.memory import RECOMPUTE
 from planner.errors import BadInput
+from planner.hosts import node_sizes
 from planner.request.parse import parse_int_list
 from planner.space.declare import PER_NODE, Axis, Chosen, Field
 
@@ -45,25 +46,44 @@ def _fits_heads(m: dict, t: int) -> bool:
     return m["n_heads"] % t == 0 and (kv % t == 0 or t % kv == 0)
 
 
+def _fills(t: int, sizes: list[int]) -> bool:
+    """A tensor-parallel group of ``t`` fits a node of these sizes: up to 8 as before (``tp_valid``
+    keeps the node sizes it divides), wider only where it divides a node (an NVLink domain)."""
+    return t <= max(PER_NODE) or any(n % t == 0 for n in sizes)
+
+
+def _check_tp(problem: Problem, t: int, sizes: list[int]) -> None:
+    """A given --tp degree: it divides the heads, and fits (:func:`_fills`) a node of these GPUs."""
+    m, widest = problem.llm, max(sizes)
+    if not _fits_heads(m, t):
+        ok = [x for x in range(1, m["n_heads"] + 1) if _fits_heads(m, x) and x <= widest and _fills(x, sizes)]
+        raise BadInput(
+            f"--tp {t} does not divide the {m['n_heads']} attention heads "
+            f"({m['n_kv_heads']} key/value heads) of {problem.request.net} "
+            f"(valid: {', '.join(map(str, ok))})"
+        )
+    if t > widest:
+        raise BadInput(f"--tp {t} is wider than a node ({widest} GPUs per node at most for these GPUs)")
+    if not _fills(t, sizes):
+        wide = [x for x in range(max(PER_NODE) + 1, widest + 1) if _fills(x, sizes) and _fits_heads(m, x)]
+        raise BadInput(
+            f"--tp {t} divides no node of these GPUs (GPUs per node: {', '.join(map(str, sizes))}), and a "
+            f"tensor-parallel group stays inside one (above {max(PER_NODE)} valid: {', '.join(map(str, wide)) or 'none'})"
+        )
+
+
 def tp_choices(problem: Problem) -> tuple[int, ...]:
-    """Tensor-parallel degrees: powers of two up to a node that divide the attention heads."""
-    given = problem.axis_option("tp") is not None
+    """Tensor-parallel degrees: powers of two up to a node that divide the attention heads (by
+    default; given degrees wider than an 8-GPU node must divide an NVLink domain of these GPUs,
+    e.g. 12 or 24 in a GB200 NVL72's 72, since a group stays inside one: ``tp_valid``)."""
     values = _ints(problem, "tp", TP_DEFAULT)
     if values is None:
         return (1,)
-    m = problem.llm
-    widest = min(max(i.device.max_per_node for i in problem.devices), max(PER_NODE))
-    for t in values if given else ():
-        if not _fits_heads(m, t):
-            ok = [x for x in range(1, m["n_heads"] + 1) if _fits_heads(m, x) and x <= widest]
-            raise BadInput(
-                f"--tp {t} does not divide the {m['n_heads']} attention heads "
-                f"({m['n_kv_heads']} key/value heads) of {problem.request.net} "
-                f"(valid: {', '.join(map(str, ok))})"
-            )
-        if t > widest:
-            raise BadInput(f"--tp {t} is wider than a node ({widest} GPUs per node at most for these GPUs)")
-    return tuple(t for t in values if _fits_heads(m, t) and t <= widest)
+    caps = [i.device.max_per_node for i in problem.devices]
+    sizes = [n for n in node_sizes(caps) if n <= max(caps)]  # the per-node choices these GPUs take
+    for t in values if problem.axis_option("tp") is not None else ():
+        _check_tp(problem, t, sizes)
+    return tuple(t for t in values if _fits_heads(problem.llm, t) and t <= max(sizes) and _fills(t, sizes))
 
 
 def pp_choices(problem: Problem) -> tuple[int, ...]:
@@ -276,7 +296,7 @@ AXES: tuple[Axis, ...] = (
         fields=(Field("tp", _value("tp"), "TP"),),
         estimate_args=_arg("tp", "tp", 1),
         option="Tensor-parallel degrees to search, e.g. 1,2,4,8 (transformers; default: powers of two "
-        "up to a node that divide the attention heads).",
+        "up to 8 that divide the attention heads; wider ones must divide a node, e.g. 12 or 24 in GB200's 72).",
     ),
     Axis(
         "pp",

@@ -33,7 +33,7 @@ class Space:
     global_batch: int | None = None  # fixes GPUs x batch (x accumulation): strong scaling
     auto_precision: tuple[int, ...] = ()  # per gpu choice: the precision index "auto" means
     llm: dict | None = None  # the transformer's description when model-parallel axes apply
-    # per gpu choice and PER_NODE size: whether some kept provider rents such nodes (planner.hosts)
+    # per gpu choice and per_node choice: whether some kept provider rents such nodes (planner.hosts)
     node_offered: tuple[tuple[bool, ...], ...] = ()
 
     @property
