@@ -88,6 +88,7 @@ def _accelerate(model, args, batches):
         return _accelerate_megatron(acc, model, optimizer, args, batches)
     nd = acc.parallelism_config
     if nd is not None and nd.tp_enabled:
+        _check_tp_prepare()
         model = _tensor_parallel(model.to(acc.device), nd.tp_size, acc.torch_device_mesh)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     model, optimizer = acc.prepare(model, optimizer)
@@ -113,14 +114,23 @@ def _tensor_parallel(model, tp: int, mesh):
         from transformers.distributed import DistributedConfig
     except ImportError as exc:  # transformers<5 shards only in from_pretrained
         raise SystemExit(f"tensor parallelism from a config needs transformers>=5 ({exc})") from None
-    try:  # accelerate's Accelerator._prepare_tp (1.15) wraps the unsharded rest with this class
+    return type(model).maybe_distribute_model(model, DistributedConfig(tp_size=tp, tp_plan="auto"), mesh)
+
+
+def _check_tp_prepare() -> None:
+    """Stop in one line where accelerate cannot prepare a tensor-parallel model under FSDP2:
+    Accelerator._prepare_tp (accelerate 1.15) imports transformers' ReplicateParallel to wrap
+    the parameters the plan leaves unsharded, a class transformers 5 no longer has."""
+    try:
         from transformers.integrations.tensor_parallel import ReplicateParallel  # noqa: F401
     except ImportError:
+        import accelerate
+        import transformers
+
         raise SystemExit(
-            "accelerate prepares a tensor-parallel model with transformers' ReplicateParallel, which this "
-            "transformers no longer has: install an accelerate release that matches it"
+            f"accelerate {accelerate.__version__} prepares a tensor-parallel model under FSDP2 with "
+            f"transformers' ReplicateParallel, which transformers {transformers.__version__} does not have"
         ) from None
-    return type(model).maybe_distribute_model(model, DistributedConfig(tp_size=tp, tp_plan="auto"), mesh)
 
 
 def _context_parallel_loss(acc, model, tokens):
@@ -128,6 +138,9 @@ def _context_parallel_loss(acc, model, tokens):
     share of the sequence (accelerate's maybe_context_parallel shards the buffers in place), so
     the labels are shifted before sharding (``shift_labels``, as transformers' causal-LM loss
     takes them)."""
+    nd = acc.parallelism_config
+    if nd is None or not nd.cp_enabled:
+        return _lm_loss(model, tokens, None)
     tokens = tokens.clone()  # sharded in place
     shift = torch.full_like(tokens, -100)
     shift[:, :-1] = tokens[:, 1:]
