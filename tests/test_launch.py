@@ -172,6 +172,8 @@ def test_llm_plan_numbers_in_every_engine():
         ("accelerate", llm(tp=4, sp=False, cp=2, zero=1), "context parallelism under FSDP2 only"),
         ("accelerate", llm(tp=1, sp=False, cp=2, zero=3, cp_comm="a2a"), "all-to-all over heads"),
         ("accelerate", llm(tp=8, sp=False, zero=3, gpus=8), "TP 8 takes every GPU of the plan"),
+        ("accelerate", llm(net="gpt2-xl", tp=2, sp=False, zero=3), "no tensor-parallel plan for gpt2"),
+        ("accelerate", llm(net="llama3-8b", tp=16, sp=False, zero=3, gpus=64), "8 key/value heads, TP 16"),
         ("nemo", PLANS["vgg16-single-node"], "is a CNN"),
         ("skypilot", cnn(device="K80"), "no accelerator name for K80"),
     ],
@@ -462,3 +464,22 @@ def test_torchrun_refuses_a_config_llama_cannot_carry(tmp_path, capsys):
     other.write_text(_json.dumps(llama))
     argv[1] = str(other)
     assert cli([*argv, "--emit", "torchrun"]) == 0
+
+
+def test_accelerate_keeps_the_search_to_plans_it_runs_whole():
+    """Tensor and context parallelism run on FSDP2 only, so where the search may pick them it
+    keeps to ZeRO 2 and 3; a search of ZeRO 0 or 1 keeps to data parallelism (DDP, ZeRO-1)."""
+    from planner.launch.limits import restrict_axes
+
+    free = restrict_axes("llama3-8b", "accelerate", {})
+    assert (free["zero"], free["sp"], free["pp"], free["ep"]) == ("2,3", "off", "1", "1")
+    assert "tp" not in free and "cp" not in free and free["cp_comm"] == "p2p,all_gather"
+    assert restrict_axes("llama3-8b", "accelerate", {"zero": "0,1,3"})["zero"] == "3"
+    ddp = restrict_axes("llama3-8b", "accelerate", {"zero": "0,1"})
+    assert (ddp["zero"], ddp["tp"], ddp["cp"]) == ("0,1", "1", "1")
+    dp_only = restrict_axes("llama3-8b", "accelerate", {"tp": "1", "cp": "1"})
+    assert "zero" not in dp_only  # every stage runs without model parallelism
+    with pytest.raises(
+        BadInput, match="--tp 2: --target accelerate runs tensor and context parallelism with ZeRO 2"
+    ):
+        restrict_axes("llama3-8b", "accelerate", {"zero": "0", "tp": "2"})

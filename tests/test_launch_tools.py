@@ -65,6 +65,9 @@ def plans(tmp_path_factory) -> dict[str, LaunchPlan]:
         "llama": llama,
         # the same search kept to plans accelerate runs without Megatron-LM (data parallel)
         "llama-dp": [*llama, "--target", "accelerate"],
+        # a long sequence, where the search kept to accelerate's plans picks context parallelism
+        "llama-cp": ["llama3-8b", "--budget", "64gpus", "--gpu", "H100_SXM", "--network", "ib_ndr"]
+        + ["--seq-len", "131072", "--target", "accelerate", "--format", "json"],
         "resnet": [
             "resnet50",
             "--budget",
@@ -563,21 +566,35 @@ def test_accelerate_tensor_parallel_plan_builds_its_parallelism_config(plans, tm
         ParallelismConfig(dp_replicate_size=plan.dp, dp_shard_size=1, tp_size=plan.tp, cp_size=1)
 
 
-def test_accelerate_context_parallel_config_passes_accelerate_launch(plans, tmp_path, monkeypatch):
-    """Context parallelism (the llama plan with CP 2 instead of TP 4's half): its exchange
-    reaches accelerate's TorchContextParallelConfig as the rotation the plan's cp_comm names."""
+@pytest.mark.parametrize("which", ["llama-cp", "llama-tp2-cp2"])
+def test_accelerate_context_parallel_config_passes_accelerate_launch(plans, tmp_path, monkeypatch, which):
+    """Context parallelism (the plan a 128k-token search kept to accelerate finds, and the llama
+    plan with TP 2 x CP 2 and full recomputation): its exchange reaches accelerate's
+    TorchContextParallelConfig as the rotation the plan's cp_comm names."""
     need("accelerate")
     from accelerate.parallelism_config import ParallelismConfig
 
-    base = plans["llama"]
-    plan = dataclasses.replace(base, sp=False, tp=2, cp=2, cp_comm="p2p", recompute="full")
+    if which == "llama-cp":
+        plan = plans["llama-cp"]
+        assert plan.cp > 1 and plan.zero >= 2 and not plan.sp
+    else:
+        plan = dataclasses.replace(plans["llama"], sp=False, tp=2, cp=2, cp_comm="p2p", recompute="full")
+    assert TARGETS["accelerate"].refusal(plan) is None
     out = files_for(plan, "accelerate", tmp_path)
     env = _accelerate_env(plan, out)
-    assert env["FSDP_ACTIVATION_CHECKPOINTING"] == "true"
+    assert env["FSDP_ACTIVATION_CHECKPOINTING"] == str(plan.recompute == "full").lower()
+    assert env["FSDP_RESHARD_AFTER_FORWARD"] == str(plan.zero == 3).lower()
     _from_env(monkeypatch, env, "PARALLELISM_CONFIG_")
     pc = ParallelismConfig()
-    assert (pc.dp_shard_size, pc.tp_size, pc.cp_size, pc.total_size) == (plan.dp, 2, 2, plan.gpus)
-    assert pc.cp_handler.cp_comm_strategy == "alltoall"  # torch's ring rotation of key/value shards
+    assert (pc.dp_shard_size, pc.tp_size, pc.cp_size) == (plan.dp, plan.tp, plan.cp)
+    assert pc.total_size == plan.gpus
+    # torch's ring rotation of key/value shards (p2p) or one all-gather of them
+    assert pc.cp_handler.cp_comm_strategy == {"p2p": "alltoall", "all_gather": "allgather"}[plan.cp_comm]
+    node = (out / "accelerate.sh").read_text()
+    assert (
+        f"--seq-len {plan.seq_len} --recompute none --batch {plan.microbatch} --accumulation {plan.accumulation}"
+        in node
+    )
 
 
 @pytest.mark.parametrize("recompute", ["full", "selective"])

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import yaml
 
+from planner.errors import BadInput
 from planner.launch.plan import LaunchPlan
 from planner.launch.target import LaunchOptions, Target, shell_script
 from planner.launch.torchrun import Torchrun, example_files, hf_config, hf_refusal
@@ -44,6 +45,9 @@ SP_REFUSAL = (
 MIXED = {"bf16": "bf16", "fp16": "fp16", "fp32": "no", "tf32": "no"}
 
 
+# model types whose transformers config carries a base_model_tp_plan (transformers 5.17:
+# models/llama/configuration_llama.py, models/mixtral/configuration_mixtral.py; GPT-2 has none)
+TP_PLANS = ("llama", "mixtral")
 # the plan's context-parallel exchange -> accelerate's cp_comm_strategy, which is torch's rotate
 # method (torch/distributed/tensor/experimental/_context_parallel/_attention.py: "alltoall" sends
 # each key/value shard to the next rank, a ring; "allgather" gathers all shards once); Megatron's
@@ -149,9 +153,8 @@ class Accelerate(Target):
     )
     # the search keeps to plans FSDP2 with a parallelism_config runs (tensor and context
     # parallelism without Megatron's sequence parallelism, which transformers does not write:
-    # SP_REFUSAL) and to data-parallel plans at any ZeRO stage; tensor parallelism with ZeRO 0
-    # or 1, or context parallelism with ZeRO 0 or 1, couples two axes and is refused after the
-    # search (planner/launch/limits.py)
+    # SP_REFUSAL), ZeRO 2 or 3 (couple); the Megatron-LM plugin's plans (ZeRO 0 or 1 with
+    # tensor parallelism and recomputation) are written by `planner launch`, not searched
     axes = {
         "pp": ("1",),
         "ep": ("1",),
@@ -159,6 +162,26 @@ class Accelerate(Target):
         "cp_comm": tuple(CP_STRATEGY),
         "recompute": ("none", "full"),
     }
+
+    def couple(self, options: dict[str, str]) -> dict[str, str]:
+        """ZeRO 2 and 3 where the search may pick tensor or context parallelism (FSDP2 with a
+        parallelism_config runs those; DDP and DeepSpeed ZeRO-1 under accelerate do not); data
+        parallelism alone where the user asks for ZeRO 0 or 1 only."""
+        if options.get("tp", "").strip() == options.get("cp", "").strip() == "1":
+            return options  # data parallel: every ZeRO stage runs
+        zero = [z.strip() for z in options.get("zero", "0,1,2,3").split(",") if z.strip()]
+        sharded = [z for z in zero if z in ("2", "3")]
+        if sharded:
+            return {**options, "zero": ",".join(sharded)}
+        out = dict(options)
+        for axis in ("tp", "cp"):
+            if axis in out and "1" not in [x.strip() for x in out[axis].split(",")]:
+                raise BadInput(
+                    f"--{axis} {out[axis]}: --target accelerate runs tensor and context parallelism with "
+                    f"ZeRO 2 or 3 only (FSDP2), and --zero is {options['zero']}"
+                )
+            out[axis] = "1"
+        return out
 
     def refusal(self, plan: LaunchPlan) -> str | None:
         if not plan.transformer:
@@ -192,7 +215,25 @@ class Accelerate(Target):
                 f"(cp_comm_strategy alltoall or allgather, i.e. cp_comm p2p or all_gather); the plan's {plan.cp_comm} "
                 "all-to-all over heads is not one of them (use --target megatron)"
             )
-        return self._fsdp_refusal(plan)
+        return self._fsdp_refusal(plan) or self._tp_refusal(plan)
+
+    def _tp_refusal(self, plan: LaunchPlan) -> str | None:
+        """Why transformers cannot shard the plan's model over its TP degree."""
+        if plan.tp == 1:
+            return None
+        model_type = (hf_config(plan.model) or {}).get("model_type")
+        if model_type not in TP_PLANS:
+            return (
+                f"transformers has no tensor-parallel plan for {model_type} models (base_model_tp_plan: "
+                f"{', '.join(TP_PLANS)}), so accelerate cannot shard {plan.net} over TP {plan.tp}"
+            )
+        heads = (plan.model["n_heads"], plan.model.get("n_kv_heads", plan.model["n_heads"]))
+        if any(h % plan.tp for h in heads):
+            return (
+                f"transformers' colwise q/k/v projections split whole heads over the TP group; {plan.net} has "
+                f"{heads[0]} query and {heads[1]} key/value heads, TP {plan.tp}"
+            )
+        return None
 
     def _fsdp_refusal(self, plan: LaunchPlan) -> str | None:
         if plan.precision == "fp8":
