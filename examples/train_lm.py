@@ -73,16 +73,24 @@ def _deepspeed(model, args, device, batches):
 
 def _accelerate(model, args, batches):
     """Train with accelerate's Accelerator: `accelerate launch` chose FSDP, DeepSpeed or the
-    Megatron-LM plugin (which owns the microbatches of a step: one call runs them all)."""
+    Megatron-LM plugin (which owns the microbatches of a step: one call runs them all). With a
+    parallelism_config (FSDP2 with tensor and/or context parallelism), transformers shards the
+    model's linears over the accelerator's ``tp`` mesh before FSDP2 shards the rest, as
+    accelerate's examples/torch_native_parallelism/nd_parallel.py does."""
     import time
 
     from accelerate import Accelerator
     from accelerate.utils import DistributedType
 
     acc = Accelerator(gradient_accumulation_steps=args.accumulation)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     if acc.distributed_type == DistributedType.MEGATRON_LM:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
         return _accelerate_megatron(acc, model, optimizer, args, batches)
+    nd = acc.parallelism_config
+    if nd is not None and nd.tp_enabled:
+        _check_tp_prepare()
+        model = _tensor_parallel(model.to(acc.device), nd.tp_size, acc.torch_device_mesh)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     model, optimizer = acc.prepare(model, optimizer)
     times = []
     for _ in range(args.steps):
@@ -90,12 +98,58 @@ def _accelerate(model, args, batches):
         for _ in range(args.accumulation):
             tokens, _ = batches()
             with acc.accumulate(model):
-                acc.backward(_lm_loss(model, tokens.to(acc.device), None))
+                acc.backward(_context_parallel_loss(acc, model, tokens.to(acc.device)))
                 optimizer.step()
                 optimizer.zero_grad()
         acc.wait_for_everyone()
         times.append(time.perf_counter() - start)
     return times
+
+
+def _tensor_parallel(model, tp: int, mesh):
+    """The model with its linears sharded over the mesh's ``tp`` dimension by the model's own
+    tensor-parallel plan (transformers>=5: ``DistributedConfig(tp_plan="auto")``; the plan a
+    pretrained model gets from ``from_pretrained(tp_plan="auto")``)."""
+    try:
+        from transformers.distributed import DistributedConfig
+    except ImportError as exc:  # transformers<5 shards only in from_pretrained
+        raise SystemExit(f"tensor parallelism from a config needs transformers>=5 ({exc})") from None
+    return type(model).maybe_distribute_model(model, DistributedConfig(tp_size=tp, tp_plan="auto"), mesh)
+
+
+def _check_tp_prepare() -> None:
+    """Stop in one line where accelerate cannot prepare a tensor-parallel model under FSDP2:
+    Accelerator._prepare_tp (accelerate 1.15) imports transformers' ReplicateParallel to wrap
+    the parameters the plan leaves unsharded, a class transformers 5 no longer has."""
+    try:
+        from transformers.integrations.tensor_parallel import ReplicateParallel  # noqa: F401
+    except ImportError:
+        import accelerate
+        import transformers
+
+        raise SystemExit(
+            f"accelerate {accelerate.__version__} prepares a tensor-parallel model under FSDP2 with "
+            f"transformers' ReplicateParallel, which transformers {transformers.__version__} does not have"
+        ) from None
+
+
+def _context_parallel_loss(acc, model, tokens):
+    """The language-model loss of one microbatch; under context parallelism each GPU keeps its
+    share of the sequence (accelerate's maybe_context_parallel shards the buffers in place), so
+    the labels are shifted before sharding (``shift_labels``, as transformers' causal-LM loss
+    takes them)."""
+    nd = acc.parallelism_config
+    if nd is None or not nd.cp_enabled:
+        return _lm_loss(model, tokens, None)
+    tokens = tokens.clone()  # sharded in place
+    shift = torch.full_like(tokens, -100)
+    shift[:, :-1] = tokens[:, 1:]
+    positions = torch.arange(tokens.shape[1], device=tokens.device).expand_as(tokens).clone()
+    buffers = [tokens, shift, positions]
+    with acc.maybe_context_parallel(
+        buffers=buffers, buffer_seq_dims=[1, 1, 1], no_restore_buffers=set(buffers)
+    ):
+        return model(input_ids=tokens, position_ids=positions, labels=tokens, shift_labels=shift).loss
 
 
 def _accelerate_megatron(acc, model, optimizer, args, batches):

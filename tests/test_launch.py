@@ -11,6 +11,7 @@ import json
 from dataclasses import replace
 
 import pytest
+import yaml
 
 from planner.cli import main
 from planner.errors import BadInput
@@ -164,13 +165,15 @@ def test_llm_plan_numbers_in_every_engine():
             "always shards the sequence (the plan has it off), and torchtitan 0.3 sets Float8",
         ),
         ("torchrun", llm(), "--target torchtitan runs it under torchrun"),
-        (
-            "accelerate",
-            PLANS["llama70-pp4-zero1-full"],
-            "no expert-parallel, context-parallel or interleaved-pipeline",
-        ),
-        ("accelerate", llm(), "shards only optimizer state"),
+        ("accelerate", PLANS["llama70-pp4-zero1-full"], "no expert-parallel or interleaved-pipeline"),
+        ("accelerate", llm(tp=8, pp=4, zero=3, accumulation=8), "shards only optimizer state"),
         ("accelerate", llm(zero=1), "always recomputes activations"),
+        ("accelerate", llm(), "enable_sequence_parallel is not wired up"),
+        ("accelerate", llm(tp=4, sp=False, cp=2, zero=1), "context parallelism under FSDP2 only"),
+        ("accelerate", llm(tp=1, sp=False, cp=2, zero=3, cp_comm="a2a"), "all-to-all over heads"),
+        ("accelerate", llm(tp=8, sp=False, zero=3, gpus=8), "TP 8 takes every GPU of the plan"),
+        ("accelerate", llm(net="gpt2-xl", tp=2, sp=False, zero=3), "no tensor-parallel plan for gpt2"),
+        ("accelerate", llm(net="llama3-8b", tp=16, sp=False, zero=3, gpus=64), "8 key/value heads, TP 16"),
         ("nemo", PLANS["vgg16-single-node"], "is a CNN"),
         ("skypilot", cnn(device="K80"), "no accelerator name for K80"),
     ],
@@ -196,6 +199,38 @@ def test_model_parallel_plans_take_megatron_engines():
     assert "megatron_lm_context_parallel_size: 1\n" in cfg  # the plugin's own default is 2
     assert "megatron_lm_recompute_granularity: selective\n" in cfg
     assert "--recompute none" in plugin["accelerate.sh"]  # Megatron recomputes, not the script
+
+
+def test_accelerate_runs_tensor_and_context_parallel_plans_on_fsdp2():
+    """TP and CP with ZeRO 2 or 3: FSDP2 with a parallelism_config (dp_shard = data-parallel
+    GPUs, tp, cp); ZeRO 2 keeps parameters gathered after the forward pass."""
+    plan = llm(net="llama3-8b", gpus=64, tp=2, sp=False, zero=2, microbatch=1, accumulation=4)
+    cfg = yaml.safe_load(emit(plan, parse_targets("accelerate"), LaunchOptions())["accelerate_config.yaml"])
+    assert cfg["distributed_type"] == "FSDP" and cfg["fsdp_config"]["fsdp_version"] == 2
+    assert cfg["fsdp_config"]["fsdp_reshard_after_forward"] is False
+    assert cfg["parallelism_config"] == {
+        "parallelism_config_dp_replicate_size": 1,
+        "parallelism_config_dp_shard_size": 32,
+        "parallelism_config_tp_size": 2,
+        "parallelism_config_cp_size": 1,
+    }
+    ring = llm(tp=1, sp=False, cp=4, zero=3, recompute="full")  # p2p: a ring of key/value shards
+    files = emit(ring, parse_targets("accelerate"), LaunchOptions())
+    cfg = yaml.safe_load(files["accelerate_config.yaml"])
+    assert cfg["parallelism_config"]["parallelism_config_cp_size"] == 4
+    assert cfg["parallelism_config"]["parallelism_config_dp_shard_size"] == 512 // 4
+    assert cfg["parallelism_config"]["parallelism_config_cp_comm_strategy"] == "alltoall"
+    assert cfg["fsdp_config"]["fsdp_activation_checkpointing"] is True
+    assert "--recompute none" in files["accelerate.sh"]  # FSDP recomputes, not the script
+    gather = yaml.safe_load(
+        emit(
+            llm(tp=1, sp=False, cp=4, zero=3, cp_comm="all_gather"),
+            parse_targets("accelerate"),
+            LaunchOptions(),
+        )["accelerate_config.yaml"]
+    )
+    assert gather["parallelism_config"]["parallelism_config_cp_comm_strategy"] == "allgather"
+    assert gather["fsdp_config"]["fsdp_activation_checkpointing"] is False
 
 
 def test_torchtitan_writes_the_file_each_release_reads():
@@ -356,7 +391,7 @@ def test_target_on_optimize_keeps_the_search_to_what_it_runs(tmp_path):
     dp_out = tmp_path / "dp"
     assert main([*args, "--target", "accelerate", "--out", str(dp_out), "--format", "json"]) == 0
     plan = load_plan(dp_out)
-    assert TARGETS["accelerate"].refusal(plan) is None and not plan.sp and plan.tp == plan.pp == 1
+    assert TARGETS["accelerate"].refusal(plan) is None and not plan.sp and plan.pp == 1
     assert main([*args, "--target", "deepspeed", "--out", str(out), "--format", "json"]) == 0
     plan = load_plan(out)  # Megatron-DeepSpeed: no interleaving, no TP overlap
     assert TARGETS["deepspeed"].refusal(plan) is None and plan.interleave == 1 and not plan.tp_overlap
@@ -429,3 +464,22 @@ def test_torchrun_refuses_a_config_llama_cannot_carry(tmp_path, capsys):
     other.write_text(_json.dumps(llama))
     argv[1] = str(other)
     assert cli([*argv, "--emit", "torchrun"]) == 0
+
+
+def test_accelerate_keeps_the_search_to_plans_it_runs_whole():
+    """Tensor and context parallelism run on FSDP2 only, so where the search may pick them it
+    keeps to ZeRO 2 and 3; a search of ZeRO 0 or 1 keeps to data parallelism (DDP, ZeRO-1)."""
+    from planner.launch.limits import restrict_axes
+
+    free = restrict_axes("llama3-8b", "accelerate", {})
+    assert (free["zero"], free["sp"], free["pp"], free["ep"]) == ("2,3", "off", "1", "1")
+    assert "tp" not in free and "cp" not in free and free["cp_comm"] == "p2p,all_gather"
+    assert restrict_axes("llama3-8b", "accelerate", {"zero": "0,1,3"})["zero"] == "3"
+    ddp = restrict_axes("llama3-8b", "accelerate", {"zero": "0,1"})
+    assert (ddp["zero"], ddp["tp"], ddp["cp"]) == ("0,1", "1", "1")
+    dp_only = restrict_axes("llama3-8b", "accelerate", {"tp": "1", "cp": "1"})
+    assert "zero" not in dp_only  # every stage runs without model parallelism
+    with pytest.raises(
+        BadInput, match="--tp 2: --target accelerate runs tensor and context parallelism with ZeRO 2"
+    ):
+        restrict_axes("llama3-8b", "accelerate", {"zero": "0", "tp": "2"})

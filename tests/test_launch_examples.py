@@ -26,7 +26,7 @@ from planner.launch.target import LaunchOptions
 
 pytest.importorskip("torch", reason="the reference scripts need PyTorch: pip install '.[launch]'")
 sys.path.insert(0, str(Path(__file__).parent))
-from test_launch import PLANS  # noqa: E402
+from test_launch import PLANS, llm  # noqa: E402
 
 TINY_LLAMA = {
     "model_type": "llama",
@@ -161,3 +161,66 @@ def test_lm_example_trains_one_step_under_accelerate_launch(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     (row,) = csv.DictReader((out / "steps.csv").open())
     assert row["framework"].endswith("transformers accelerate") and row["accumulation"] == "2"
+
+
+# run by 4 gloo processes: the accelerate target's mesh for dp_shard 2 x tp 2, and the reference
+# LM's tensor-parallel step on it (transformers' plan of the model), one forward and backward
+TP_DRIVER = """
+import json, sys
+import torch, torch.distributed as dist
+from accelerate.parallelism_config import ParallelismConfig
+from torch.distributed.tensor import DTensor
+from transformers import AutoConfig, AutoModelForCausalLM
+import train_lm
+
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+pc = ParallelismConfig(dp_shard_size=2, tp_size=2)
+mesh = pc.build_device_mesh("cpu")
+spec = dict(train_lm.TINY)
+model = AutoModelForCausalLM.from_config(AutoConfig.for_model(spec.pop("model_type"), **spec))
+model = train_lm._tensor_parallel(model, pc.tp_size, mesh)
+tokens = torch.randint(0, 256, (2, 16))
+model(input_ids=tokens, labels=tokens).loss.backward()
+q = model.model.layers[0].self_attn.q_proj.weight
+if dist.get_rank() == 0:
+    json.dump({
+        "mesh": list(mesh.mesh_dim_names),
+        "q_local": list(q.to_local().shape), "q_global": list(q.shape),
+        "sharded": sorted(n for n, p in model.named_parameters() if isinstance(p, DTensor)),
+        "grad": q.grad is not None,
+    }, open(sys.argv[1], "w"))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_lm_example_shards_linears_on_the_accelerate_tp_mesh(tmp_path):
+    """The accelerate target's tensor-parallel step of the reference LM on the CPU: accelerate's
+    ParallelismConfig builds the (dp_shard, tp) mesh its parallelism_config names, transformers'
+    plan of the model shards q/k/v/o and the MLP over tp (Llama's base_model_tp_plan) and leaves
+    the norms whole (no sequence parallelism), and a step runs forward and backward."""
+    pytest.importorskip("accelerate", reason="pip install '.[launch]'")
+    pytest.importorskip(
+        "transformers.distributed", reason="tensor parallelism from a config: transformers>=5"
+    )
+    plan = llm(net="llama3-8b", gpus=64, tp=2, sp=False, zero=3, microbatch=1, accumulation=4)
+    out = tmp_path / "launch"
+    out.mkdir()
+    for name, text in TARGETS["accelerate"].files(plan, LaunchOptions()).items():
+        (out / name).write_text(text)
+    (out / "tp_driver.py").write_text(TP_DRIVER)
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4"]
+    launcher += ["--master-port", str(_free_port()), "tp_driver.py", str(tmp_path / "tp.json")]
+    done = subprocess.run(launcher, cwd=out, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads((tmp_path / "tp.json").read_text())
+    assert got["mesh"] == ["dp_shard", "tp"] and got["grad"]
+    assert got["q_global"] == [64, 64] and got["q_local"] == [32, 64]  # Shard(0) over tp 2
+    linears = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    layers = [
+        f"model.layers.{i}.{'self_attn' if p[0] in 'qkvo' else 'mlp'}.{p}.weight"
+        for i in (0, 1)
+        for p in linears
+    ]
+    assert got["sharded"] == sorted([*layers, "lm_head.weight"])  # no norm, no embedding

@@ -2,8 +2,9 @@
 
 The plans are the issue's: the best plan of `planner optimize llama3-70b --budget 512gpus --gpu
 H100_SXM --network ib_ndr` (TP 4 with sequence parallelism, ZeRO 3, no recomputation: megatron,
-nemo, torchtitan and deepspeed run it; accelerate refuses it in one line and is checked on the
-best plan of the same search kept to what it runs, and on the plan's Megatron-LM plugin variant),
+nemo, torchtitan and deepspeed run it; accelerate refuses its sequence parallelism in one line and
+is checked on the best plan of the same search kept to what it runs, on the plan without sequence
+parallelism (FSDP2 with a parallelism_config) and on its Megatron-LM plugin variant),
 and the best plan of resnet50 on 64 H100 (torchrun, slurm, skypilot). A tool that is not
 installed skips its test with the command that installs it (`pip install '.[launch]'`, which CI
 runs); the checks that need a source checkout (Megatron-LM, Megatron-DeepSpeed: neither is on
@@ -37,7 +38,7 @@ from test_launch import PLANS as CONTRACT_PLANS  # noqa: E402
 LLM_TARGETS = ("megatron", "nemo", "torchtitan", "deepspeed", "accelerate")
 # targets that refuse the issue's llama3-70b plan, and why (test_launch.py pins the reasons)
 REFUSE_LLAMA = {
-    "accelerate": "ZeRO 3 and no recomputation: its Megatron-LM plugin cannot shard or skip recomputation"
+    "accelerate": "sequence parallelism: transformers' tensor-parallel plans keep norms replicated over TP"
 }
 
 
@@ -64,6 +65,9 @@ def plans(tmp_path_factory) -> dict[str, LaunchPlan]:
         "llama": llama,
         # the same search kept to plans accelerate runs without Megatron-LM (data parallel)
         "llama-dp": [*llama, "--target", "accelerate"],
+        # a long sequence, where the search kept to accelerate's plans picks context parallelism
+        "llama-cp": ["llama3-8b", "--budget", "64gpus", "--gpu", "H100_SXM", "--network", "ib_ndr"]
+        + ["--seq-len", "131072", "--target", "accelerate", "--format", "json"],
         "resnet": [
             "resnet50",
             "--budget",
@@ -524,6 +528,75 @@ def test_accelerate_config_passes_accelerate_launch(plans, tmp_path):
     assert env["ACCELERATE_MIXED_PRECISION"] == {"bf16": "bf16", "fp16": "fp16"}.get(plan.precision, "no")
 
 
+def _from_env(monkeypatch, env: dict[str, str], prefix: str) -> None:
+    """Put the ``prefix`` variables of a launch environment (and only those) in os.environ."""
+    for key in [k for k in os.environ if k.startswith(prefix)]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        if key.startswith(prefix):
+            monkeypatch.setenv(key, value)
+
+
+def test_accelerate_tensor_parallel_plan_builds_its_parallelism_config(plans, tmp_path, monkeypatch):
+    """The llama plan without sequence parallelism (TP 4, ZeRO 3): its config goes through
+    accelerate launch into the environment, from which accelerate's own ParallelismConfig reads
+    its sizes (its __post_init__ checks them); their product is the plan's GPUs, the launch's
+    world size, which Accelerator checks against it (ParallelismConfig._validate_accelerator)."""
+    need("accelerate")
+    from accelerate.parallelism_config import ParallelismConfig
+
+    plan = dataclasses.replace(plans["llama"], sp=False)
+    assert TARGETS["accelerate"].refusal(plan) is None
+    out = files_for(plan, "accelerate", tmp_path)
+    env = _accelerate_env(plan, out)
+    assert env["ACCELERATE_USE_FSDP"] == "true" and env["FSDP_VERSION"] == "2"
+    assert env["FSDP_RESHARD_AFTER_FORWARD"] == "true"  # ZeRO 3
+    assert env["FSDP_ACTIVATION_CHECKPOINTING"] == str(plan.recompute == "full").lower()
+    assert env["ACCELERATE_USE_PARALLELISM_CONFIG"] == "true"
+    assert env["ACCELERATE_MIXED_PRECISION"] == "bf16" == plan.precision
+    _from_env(monkeypatch, env, "PARALLELISM_CONFIG_")
+    pc = ParallelismConfig()
+    assert (pc.dp_replicate_size, pc.dp_shard_size, pc.tp_size, pc.cp_size) == (1, plan.dp, plan.tp, plan.cp)
+    assert pc.total_size == plan.gpus and pc.fsdp_dim_names == ["dp_shard_cp"]
+    node = (out / "accelerate.sh").read_text()
+    assert f"--batch {plan.microbatch} --accumulation {plan.accumulation} --precision bf16 --zero 3" in node
+    # ZeRO 0 would replicate instead of shard, which accelerate refuses beside tensor parallelism:
+    # such a plan takes the Megatron-LM plugin
+    with pytest.raises(ValueError, match="cannot be used with pure data parallelism"):
+        ParallelismConfig(dp_replicate_size=plan.dp, dp_shard_size=1, tp_size=plan.tp, cp_size=1)
+
+
+@pytest.mark.parametrize("which", ["llama-cp", "llama-tp2-cp2"])
+def test_accelerate_context_parallel_config_passes_accelerate_launch(plans, tmp_path, monkeypatch, which):
+    """Context parallelism (the plan a 128k-token search kept to accelerate finds, and the llama
+    plan with TP 2 x CP 2 and full recomputation): its exchange reaches accelerate's
+    TorchContextParallelConfig as the rotation the plan's cp_comm names."""
+    need("accelerate")
+    from accelerate.parallelism_config import ParallelismConfig
+
+    if which == "llama-cp":
+        plan = plans["llama-cp"]
+        assert plan.cp > 1 and plan.zero >= 2 and not plan.sp
+    else:
+        plan = dataclasses.replace(plans["llama"], sp=False, tp=2, cp=2, cp_comm="p2p", recompute="full")
+    assert TARGETS["accelerate"].refusal(plan) is None
+    out = files_for(plan, "accelerate", tmp_path)
+    env = _accelerate_env(plan, out)
+    assert env["FSDP_ACTIVATION_CHECKPOINTING"] == str(plan.recompute == "full").lower()
+    assert env["FSDP_RESHARD_AFTER_FORWARD"] == str(plan.zero == 3).lower()
+    _from_env(monkeypatch, env, "PARALLELISM_CONFIG_")
+    pc = ParallelismConfig()
+    assert (pc.dp_shard_size, pc.tp_size, pc.cp_size) == (plan.dp, plan.tp, plan.cp)
+    assert pc.total_size == plan.gpus
+    # torch's ring rotation of key/value shards (p2p) or one all-gather of them
+    assert pc.cp_handler.cp_comm_strategy == {"p2p": "alltoall", "all_gather": "allgather"}[plan.cp_comm]
+    node = (out / "accelerate.sh").read_text()
+    assert (
+        f"--seq-len {plan.seq_len} --recompute none --batch {plan.microbatch} --accumulation {plan.accumulation}"
+        in node
+    )
+
+
 @pytest.mark.parametrize("recompute", ["full", "selective"])
 def test_accelerate_megatron_lm_plugin_gets_the_plans_degrees(plans, tmp_path, monkeypatch, recompute):
     """The llama plan with what the Megatron-LM plugin can run (ZeRO-1, recomputation): its
@@ -536,11 +609,7 @@ def test_accelerate_megatron_lm_plugin_gets_the_plans_degrees(plans, tmp_path, m
     out = files_for(plan, "accelerate", tmp_path)
     env = _accelerate_env(plan, out)
     assert env["ACCELERATE_USE_MEGATRON_LM"] == "true"
-    for key in [k for k in os.environ if k.startswith("MEGATRON_LM_")]:
-        monkeypatch.delenv(key)
-    for key, value in env.items():
-        if key.startswith("MEGATRON_LM_"):
-            monkeypatch.setenv(key, value)
+    _from_env(monkeypatch, env, "MEGATRON_LM_")
     plugin = MegatronLMPlugin()
     assert (plugin.tp_degree, plugin.pp_degree, plugin.num_micro_batches) == (
         plan.tp,

@@ -1,10 +1,16 @@
 """Hugging Face accelerate: a config file for `accelerate launch` and the launch line that trains
 the reference causal LM (examples/train_lm.py --accelerate).
 
-A data-parallel plan runs on DDP, DeepSpeed ZeRO-1 or FSDP2; a plan with tensor, pipeline or
-sequence parallelism runs on accelerate's Megatron-LM plugin (``distributed_type: MEGATRON_LM``
-and its ``megatron_lm_config``), which builds a Megatron-LM GPT model from the transformers
-config. Keys are accelerate's (accelerate 1.15: commands/config/config_args.py, ClusterConfig;
+A data-parallel plan runs on DDP, DeepSpeed ZeRO-1 or FSDP2. A plan with tensor and/or context
+parallelism and ZeRO 2 or 3 runs on FSDP2 with accelerate's ``parallelism_config`` (its
+N-dimensional parallelism: ``ParallelismConfig`` in accelerate/parallelism_config.py, the keys
+``parallelism_config_*`` of commands/config/cluster.py; the layout of accelerate's
+examples/torch_native_parallelism/configs/tp_hsdp.yaml): FSDP2 shards over the data-parallel
+GPUs (``dp_shard``), transformers' tensor-parallel plan of the model shards its linears over
+``tp``, and torch's context parallelism splits the sequence over ``cp``. Any other plan with
+tensor, pipeline or sequence parallelism runs on accelerate's Megatron-LM plugin
+(``distributed_type: MEGATRON_LM`` and its ``megatron_lm_config``), which builds a Megatron-LM
+GPT model from the transformers config. Keys are accelerate's (accelerate 1.15: commands/config/config_args.py, ClusterConfig;
 the ``--fsdp_*`` and ``--megatron_lm_*`` options of commands/launch.py, which copies
 ``megatron_lm_config`` into them). FSDP2's ``fsdp_reshard_after_forward`` false keeps
 parameters gathered after the forward pass (ZeRO-2), true frees them (ZeRO-3).
@@ -18,22 +24,67 @@ from __future__ import annotations
 
 import yaml
 
+from planner.errors import BadInput
 from planner.launch.plan import LaunchPlan
 from planner.launch.target import LaunchOptions, Target, shell_script
 from planner.launch.torchrun import Torchrun, example_files, hf_config, hf_refusal
 
 CONFIG_FILE = "accelerate_config.yaml"
+# transformers' tensor-parallel plans shard linears only: Llama's base_model_tp_plan
+# (models/llama/configuration_llama.py) names q/k/v/o and the MLP, none of its norms, and the
+# colwise/rowwise styles of distributed/tensor_parallel.py take and return activations replicated
+# over the TP group; DistributedConfig.enable_sequence_parallel is "reserved ... not wired up yet"
+# (distributed/configuration_utils.py, transformers 5.17). accelerate's own sp_size is another
+# scheme (DeepSpeed's Ulysses, all-to-all over heads, under DeepSpeed only).
+SP_REFUSAL = (
+    "transformers' tensor-parallel plans keep norms and activations replicated over the TP group "
+    "(DistributedConfig.enable_sequence_parallel is not wired up), so accelerate cannot run Megatron-style "
+    "sequence parallelism with FSDP2; the plan has it on (search with --target accelerate, which keeps it "
+    "off, or use --target megatron, nemo, torchtitan or deepspeed)"
+)
 MIXED = {"bf16": "bf16", "fp16": "fp16", "fp32": "no", "tf32": "no"}
 
 
+# model types whose transformers config carries a base_model_tp_plan (transformers 5.17:
+# models/llama/configuration_llama.py, models/mixtral/configuration_mixtral.py; GPT-2 has none)
+TP_PLANS = ("llama", "mixtral")
+# the plan's context-parallel exchange -> accelerate's cp_comm_strategy, which is torch's rotate
+# method (torch/distributed/tensor/experimental/_context_parallel/_attention.py: "alltoall" sends
+# each key/value shard to the next rank, a ring; "allgather" gathers all shards once); Megatron's
+# a2a (all-to-all over heads) has no counterpart
+CP_STRATEGY = {"p2p": "alltoall", "all_gather": "allgather"}
+
+
+def _nd(plan: LaunchPlan) -> bool:
+    """accelerate runs the plan with FSDP2 and a parallelism_config: tensor and/or context
+    parallelism with ZeRO 2 or 3, no pipeline."""
+    return (plan.tp > 1 or plan.cp > 1) and plan.zero >= 2 and plan.pp == 1
+
+
 def _megatron(plan: LaunchPlan) -> bool:
-    """accelerate runs the plan on its Megatron-LM plugin: tensor, pipeline or sequence parallelism."""
-    return plan.tp > 1 or plan.pp > 1 or plan.sp
+    """accelerate runs the plan on its Megatron-LM plugin: any other tensor, pipeline or
+    sequence parallelism."""
+    return (plan.tp > 1 or plan.pp > 1 or plan.sp) and not _nd(plan)
 
 
 def _fsdp(plan: LaunchPlan) -> bool:
-    """accelerate runs the plan with FSDP2: a data-parallel plan with ZeRO 2 or 3."""
+    """accelerate runs the plan with FSDP2: ZeRO 2 or 3, data parallel or N-dimensional."""
     return plan.zero >= 2 and not _megatron(plan)
+
+
+def parallelism_config(plan: LaunchPlan) -> dict:
+    """The parallelism_config section of an N-dimensional plan (accelerate launch's
+    --parallelism_config_* options): FSDP2 shards over the data-parallel GPUs (ZeRO 2 and 3
+    alike; ``fsdp_reshard_after_forward`` tells them apart), no replicated dimension."""
+    cfg = {
+        "parallelism_config_dp_replicate_size": 1,
+        "parallelism_config_dp_shard_size": plan.dp,
+        "parallelism_config_tp_size": plan.tp,
+        "parallelism_config_cp_size": plan.cp,
+    }
+    if plan.cp > 1:
+        cfg["parallelism_config_cp_comm_strategy"] = CP_STRATEGY[plan.cp_comm]
+    return cfg
 
 
 def megatron_lm_config(plan: LaunchPlan) -> dict:
@@ -89,33 +140,102 @@ def accelerate_config(plan: LaunchPlan, opts: LaunchOptions) -> dict:
             "fsdp_state_dict_type": "SHARDED_STATE_DICT",
             "fsdp_activation_checkpointing": plan.recompute == "full",
         }
+        if _nd(plan):
+            cfg["parallelism_config"] = parallelism_config(plan)
     return cfg
 
 
 class Accelerate(Target):
     name = "accelerate"
     validator = (
-        "accelerate launch's own argument handling (_validate_launch_command, prepare_*_env) and, "
-        "with model parallelism, its MegatronLMPlugin built from that environment"
+        "accelerate launch's own argument handling (_validate_launch_command, prepare_*_env) and "
+        "the ParallelismConfig or MegatronLMPlugin it builds from that environment"
     )
-    # the search keeps to data-parallel plans, which accelerate runs at every ZeRO stage; the
-    # Megatron-LM plugin runs model-parallel plans only with ZeRO 0 or 1 and recomputation
+    # the search keeps to plans FSDP2 with a parallelism_config runs (tensor and context
+    # parallelism without Megatron's sequence parallelism, which transformers does not write:
+    # SP_REFUSAL), ZeRO 2 or 3 (couple); the Megatron-LM plugin's plans (ZeRO 0 or 1 with
+    # tensor parallelism and recomputation) are written by `planner launch`, not searched
     axes = {
-        "tp": ("1",),
         "pp": ("1",),
         "ep": ("1",),
-        "cp": ("1",),
         "sp": ("off",),
+        "cp_comm": tuple(CP_STRATEGY),
         "recompute": ("none", "full"),
     }
+
+    def couple(self, options: dict[str, str]) -> dict[str, str]:
+        """ZeRO 2 and 3 where the search may pick tensor or context parallelism (FSDP2 with a
+        parallelism_config runs those; DDP and DeepSpeed ZeRO-1 under accelerate do not); data
+        parallelism alone where the user asks for ZeRO 0 or 1 only."""
+        if options.get("tp", "").strip() == options.get("cp", "").strip() == "1":
+            return options  # data parallel: every ZeRO stage runs
+        zero = [z.strip() for z in options.get("zero", "0,1,2,3").split(",") if z.strip()]
+        sharded = [z for z in zero if z in ("2", "3")]
+        if sharded:
+            return {**options, "zero": ",".join(sharded)}
+        out = dict(options)
+        for axis in ("tp", "cp"):
+            if axis in out and "1" not in [x.strip() for x in out[axis].split(",")]:
+                raise BadInput(
+                    f"--{axis} {out[axis]}: --target accelerate runs tensor and context parallelism with "
+                    f"ZeRO 2 or 3 only (FSDP2), and --zero is {options['zero']}"
+                )
+            out[axis] = "1"
+        return out
 
     def refusal(self, plan: LaunchPlan) -> str | None:
         if not plan.transformer:
             return f"this target trains the reference causal LM with accelerate; {plan.net} is a CNN (use --target torchrun)"
-        if plan.ep > 1 or plan.interleave > 1 or plan.cp > 1:
-            return "this target writes no expert-parallel, context-parallel or interleaved-pipeline settings for accelerate (use --target megatron)"
+        if plan.ep > 1 or plan.interleave > 1:
+            return "this target writes no expert-parallel or interleaved-pipeline settings for accelerate (use --target megatron)"
+        if plan.sp and plan.zero >= 2 and plan.pp == 1:
+            return SP_REFUSAL
+        if _nd(plan) or plan.cp > 1:
+            return self._nd_refusal(plan)
         if _megatron(plan):
             return self._megatron_refusal(plan)
+        return self._fsdp_refusal(plan)
+
+    def _nd_refusal(self, plan: LaunchPlan) -> str | None:
+        """Why FSDP2 with a parallelism_config cannot run a tensor- or context-parallel plan."""
+        if plan.zero < 2 or plan.pp > 1:
+            return (
+                "accelerate runs context parallelism under FSDP2 only (parallelism_config, no pipeline), which "
+                f"shards parameters over the data- and context-parallel GPUs; the plan has ZeRO {plan.zero} and PP "
+                f"{plan.pp} (use --target megatron or torchtitan)"
+            )
+        if plan.dp == 1 and plan.cp == 1:
+            return (
+                "accelerate's FSDP2 needs a data- or context-parallel dimension to shard over "
+                f"(ParallelismConfig._validate_accelerator), and TP {plan.tp} takes every GPU of the plan"
+            )
+        if plan.cp > 1 and plan.cp_comm not in CP_STRATEGY:
+            return (
+                "accelerate's context parallelism passes key/value shards around a ring or all-gathers them "
+                f"(cp_comm_strategy alltoall or allgather, i.e. cp_comm p2p or all_gather); the plan's {plan.cp_comm} "
+                "all-to-all over heads is not one of them (use --target megatron)"
+            )
+        return self._fsdp_refusal(plan) or self._tp_refusal(plan)
+
+    def _tp_refusal(self, plan: LaunchPlan) -> str | None:
+        """Why transformers cannot shard the plan's model over its TP degree."""
+        if plan.tp == 1:
+            return None
+        model_type = (hf_config(plan.model) or {}).get("model_type")
+        if model_type not in TP_PLANS:
+            return (
+                f"transformers has no tensor-parallel plan for {model_type} models (base_model_tp_plan: "
+                f"{', '.join(TP_PLANS)}), so accelerate cannot shard {plan.net} over TP {plan.tp}"
+            )
+        heads = (plan.model["n_heads"], plan.model.get("n_kv_heads", plan.model["n_heads"]))
+        if any(h % plan.tp for h in heads):
+            return (
+                f"transformers' colwise q/k/v projections split whole heads over the TP group; {plan.net} has "
+                f"{heads[0]} query and {heads[1]} key/value heads, TP {plan.tp}"
+            )
+        return None
+
+    def _fsdp_refusal(self, plan: LaunchPlan) -> str | None:
         if plan.precision == "fp8":
             return "this target writes bf16, fp16 or fp32 configs; FP8 needs an fp8 recipe accelerate leaves to Transformer Engine or torchao"
         if plan.recompute == "selective":

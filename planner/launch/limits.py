@@ -2,9 +2,11 @@
 
 Each target declares, per search axis, the choices its engine takes (:attr:`Target.axes`,
 option text as `planner optimize` reads it); the search's axis options become the
-intersection of the user's and every named target's. Rules that couple two axes (Megatron-LM's
-FSDP2 without pipeline parallelism, say) are not axis choices: the targets' refusals still
-check the plan the search returns.
+intersection of the user's and every named target's. A target whose rules couple two axes
+may then keep the options to one region it runs whole (:meth:`Target.couple`: accelerate keeps
+ZeRO 2 and 3 when tensor or context parallelism is searched); other couplings (Megatron-LM's
+FSDP2 without pipeline parallelism, say) are not axis choices: the targets' refusals still check
+the plan the search returns.
 """
 
 from __future__ import annotations
@@ -49,4 +51,5 @@ def restrict_axes(net: str, targets_text: str, given: dict[str, str | None]) -> 
     for t in _engines(targets):
         for axis, allowed in t.axes.items():
             out[axis] = _narrow(axis, out[axis], allowed, t.name) if axis in out else ",".join(allowed)
+        out = t.couple(out)
     return out

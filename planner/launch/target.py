@@ -46,6 +46,11 @@ class Target:
         """Why this target cannot run ``plan`` (one sentence citing the tool's rule), or None."""
         return None
 
+    def couple(self, options: dict[str, str]) -> dict[str, str]:
+        """The axis options (name -> option text, after :attr:`axes` narrowed them) kept to one
+        region the engine runs whole, where its rules couple two axes; default: unchanged."""
+        return options
+
     def files(self, plan: LaunchPlan, opts: LaunchOptions) -> dict[str, str]:
         """File name -> content of the files that run ``plan``; call only without a refusal."""
         raise NotImplementedError
