@@ -161,7 +161,8 @@ def _parallel(row: _Row, gpus: int) -> tuple[int, int]:
     tp, pp = row.integer("tp", default=1), row.integer("pp", default=1)
     cp = row.integer("cp", default=1)
     if gpus % (tp * pp * cp):
-        raise row.fail("pp", f"{gpus} GPUs are not a whole number of tp x pp x cp = {tp * pp * cp} groups")
+        what = "tp x pp x cp" if cp > 1 else "tp x pp"
+        raise row.fail("pp", f"{gpus} GPUs are not a whole number of {what} = {tp * pp * cp} groups")
     return tp, pp
 
 
