@@ -131,6 +131,6 @@ def goodput(
     if async_save:  # one write in flight at a time: the next save waits for the last to land
         tau = np.maximum(tau, write)
     log_wall = np.maximum(_log_wall(train_s, tau, blocking, restart, mtbf), np.log(train_s))
-    good = np.exp(np.log(train_s) - log_wall)  # in (0, 1]; computed in logs, as W may overflow
-    wall = np.exp(log_wall)
+    good = np.minimum(np.exp(np.log(train_s) - log_wall), 1.0)  # in logs: W may overflow
+    wall = np.maximum(np.exp(log_wall), train_s)  # exact when nothing is lost
     return Goodput(good, wall, wall - train_s, tau, wall / mtbf, mtbf, write, blocking, restart)
