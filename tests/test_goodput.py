@@ -249,3 +249,34 @@ def test_sweep_spec_takes_the_goodput_keys():
 
     for key in ("goodput", "failures_per_1k_gpu_hours", "ckpt_write_gbs", "restart_min", "async_ckpt"):
         assert key in OPTION_TYPES
+
+
+def test_optimize_trades_gpus_against_failure_overhead(capsys, tmp_path):
+    """Failures every ~100 GPU-hours with an hour to relaunch: 2,048 GPUs would fail every three
+    minutes, so the fastest plan with failures uses fewer GPUs than the failure-free one."""
+    args = ["optimize", "llama2-70b", "--budget", "2048gpus", "--gpu", "A100_80GB", "--format", "json"]
+    free = json.loads(_cli(capsys, [*args, "--goodput", "off", "--out", str(tmp_path / "a")]))["best"]
+    worse = ["--failures-per-1k-gpu-hours", "5", "--restart-min", "60", "--out", str(tmp_path / "b")]
+    real = json.loads(_cli(capsys, [*args, *worse]))["best"]
+    assert free["gpus"] == 2048 and real["gpus"] < free["gpus"]
+    # the failure-free winner, under the same failures, would take longer than the chosen plan
+    rel = pg.Reliability(rate_per_gpu_s=5 / 1000 / HOUR, relaunch_s=3600.0)
+    size = g.checkpoint_bytes(68_976_648_192, 2.0, "adam")
+    wall = float(rel.terms(free["useful_time_s"], free["gpus"], size).wall_s)
+    assert real["time_to_train_s"] < wall
+
+
+def _cli(capsys, argv: list[str]) -> str:
+    code = main(argv)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out
+
+
+def test_api_plan_carries_goodput(tmp_path):
+    import planner
+
+    r = planner.optimize("llama2-70b", budget="64gpus", gpu="A100_80GB", restart_min=10, out=str(tmp_path))
+    b = r.best
+    assert 0 < b.goodput < 1 and b.lost_hours > 0 and b.ckpt_interval_s > 0
+    assert r.request["restart_min"] == 10
