@@ -121,6 +121,12 @@ def _goodput_lines(b: dict) -> list[str]:
     if not b["goodput_on"]:
         return [f"  {b['goodput_basis']}"]
     every = duration(b["ckpt_interval_s"]) if b.get("ckpt_interval_s") else "never"
+    if b["lost_hours"] * 3600 < 1e-3 * b["useful_time_s"]:  # a small run: say so in a few words
+        return [
+            f"  goodput {b['goodput']:.1%}: failures, checkpoints and restarts cost under 0.1% of this run "
+            f"({b['failures']:.2g} failures expected)",
+            f"  goodput basis: {b['goodput_basis']}",
+        ]
     return [
         f"  goodput {b['goodput']:.1%}: time, GPU-hours, cost and energy include an expected "
         f"{duration(b['lost_hours'] * 3600)} lost to {b['failures']:,.1f} failures, checkpoints and restarts "
