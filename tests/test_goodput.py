@@ -253,11 +253,23 @@ def test_text_answer_prints_goodput_loss_and_interval(capsys, tmp_path):
     assert "failures, checkpoints and restarts cost under 0.1% of this run" in out
 
 
-def test_sweep_spec_takes_the_goodput_keys():
-    from planner.sweep.spec import OPTION_TYPES
+def test_sweep_spec_takes_the_goodput_keys(tmp_path):
+    from planner.errors import PlannerError
+    from planner.sweep.spec import load
 
-    for key in ("goodput", "failures_per_1k_gpu_hours", "ckpt_write_gbs", "restart_min", "async_ckpt"):
-        assert key in OPTION_TYPES
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        "name: g\ngrid:\n  net: [alexnet]\n  goodput: ['on', 'off']\n"
+        "options:\n  budget: 8gpus\n  failures_per_1k_gpu_hours: 0.05\n  ckpt_write_gbs: 400\n"
+        "  restart_min: 15\n  async_ckpt: true\n"
+    )
+    cells = load(spec, tmp_path).cells()
+    got = {(c.request.goodput, c.request.failures_per_1k_gpu_hours, c.request.ckpt_write_gbs) for c in cells}
+    assert got == {("on", 0.05, 400), ("off", 0.05, 400)}
+    assert all(c.request.restart_min == 15 and c.request.async_ckpt for c in cells)
+    spec.write_text("name: g\ngrid:\n  net: [alexnet]\noptions:\n  budget: 8gpus\n  restart_min: -1\n")
+    with pytest.raises(PlannerError, match="--restart-min"):
+        load(spec, tmp_path)
 
 
 def test_optimize_trades_gpus_against_failure_overhead(capsys, tmp_path):
