@@ -13,6 +13,7 @@ Layout, bottom up (a module imports only from the rows above it or its own row):
 * ``comm/``: AllReduce schemes, collectives, overlap;
 * ``modern/``: efficiencies, tiling, the per-layer roofline, data-parallel scoring;
 * ``llm/``: transformers under model parallelism, their shards and memory;
+* ``goodput``: failures, checkpoints and restarts: goodput and the expected wall time of a run;
 * ``model``: ``evaluate``, the one entry point, dispatching to a rule set's evaluator;
   ``modelparallel``: PALEO's explicit model-parallel blocks;
 * ``fit/``: calibration, intervals, sensitivity.

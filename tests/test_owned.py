@@ -80,9 +80,11 @@ def test_owned_cost_is_amortisation_plus_electricity_by_hand(capsys, tmp_path):
         b["gpus"] * (A100_W * busy + WAITING * A100_W * (step - busy)) + b["nodes"] * NODE_W * step
     ) * PUE
     steps = 90 * math.ceil(1_281_167 / b["global_batch"])
-    kwh = joules * steps / 3.6e6
-    hours = steps * step / 3600
-    assert math.isclose(b["time_to_train_s"], steps * step, rel_tol=1e-12)
+    # with goodput on (the default), the wall time and its energy are the failure-free ones / goodput
+    kwh = joules * steps / 3.6e6 / b["goodput"]
+    hours = steps * step / 3600 / b["goodput"]
+    assert math.isclose(b["useful_time_s"], steps * step, rel_tol=1e-12)
+    assert math.isclose(b["time_to_train_s"], steps * step / b["goodput"], rel_tol=1e-12)
     assert math.isclose(b["energy_kwh"], kwh, rel_tol=1e-9)
     assert math.isclose(b["cost_usd"], 0.8 * b["gpus"] * hours + kwh * 0.12, rel_tol=1e-9)
     assert math.isclose(b["electricity_cost_usd"], kwh * 0.12, rel_tol=1e-9)

@@ -43,7 +43,8 @@ def _zoo() -> list[str]:
 @pytest.mark.parametrize("net", _zoo())
 def test_every_reproduce_line_runs_and_reproduces(capsys, tmp_path, monkeypatch, net):
     monkeypatch.chdir(tmp_path)
-    budget = "64gpus" if net in ("gpt3-175b", "llama3-70b", "mixtral-8x7b") else "8gpus"
+    big = {"gpt3-175b": "64gpus", "llama2-70b": "64gpus", "llama3-70b": "64gpus", "llama3.1-405b": "512gpus"}
+    budget = big.get(net, "64gpus" if net == "mixtral-8x7b" else "8gpus")
     data = _run(
         capsys, ["optimize", net, "--budget", budget, "--gpu", GPUS, "--trials", "60", "--format", "json"]
     )

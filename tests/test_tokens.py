@@ -84,7 +84,8 @@ def test_tokens_set_the_length_and_time_follows(capsys, in_tmp):
     assert b["seq_len"] == 4096
     assert b["global_batch_tokens"] == b["global_batch"] * 4096
     steps = math.ceil(math.ceil(1e12 / 4096) / b["global_batch"])
-    assert b["time_to_train_s"] == pytest.approx(steps * b["iteration_ms"] / 1e3, rel=1e-9)
+    assert b["useful_time_s"] == pytest.approx(steps * b["iteration_ms"] / 1e3, rel=1e-9)
+    assert b["time_to_train_s"] == pytest.approx(b["useful_time_s"] / b["goodput"], rel=1e-12)
     assert b["gpu_hours"] == pytest.approx(b["gpus"] * b["time_to_train_s"] / 3600, rel=1e-12)
     assert b["tokens_per_s_per_gpu"] == pytest.approx(b["tokens_per_s"] / b["gpus"], rel=1e-12)
     # Mixtral publishes no batch: GPT-3's for the nearest size (13B: 2M tokens) as 512 x 4,096

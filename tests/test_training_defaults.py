@@ -21,6 +21,7 @@ LLAMA3 = "arxiv.org/abs/2407.21783"
 LLAMA3_CARD = "github.com/meta-llama/llama3/blob/13e795f906b6b46c585f558854e2177f74e49525/MODEL_CARD.md"
 NEMO = "github.com/NVIDIA/NeMo/blob/8cfedd7203462cb251a914e700e5605444277561/nemo/collections/llm/recipes/"
 MIXTRAL = "arxiv.org/abs/2401.04088"
+LLAMA2_CARD = "github.com/meta-llama/llama/blob/0e3444bca7a3e02f25f2c9f9e778866fecdae567/MODEL_CARD.md"
 
 # net -> (seq_len, tokens, global_batch in sequences, global_batch_tokens, where tokens and batch were read)
 CITED = {
@@ -33,6 +34,10 @@ CITED = {
     # Meta's model card: 15T+ tokens, 8k context; NVIDIA NeMo's recipes: 512 x 8,192 per step
     "llama3-8b": (8192, 15_000_000_000_000, 512, 4_194_304, (LLAMA3_CARD, NEMO + "llama3_8b.py")),
     "llama3-70b": (8192, 15_000_000_000_000, 512, 4_194_304, (LLAMA3_CARD, NEMO + "llama3_70b.py")),
+    # Meta's Llama 2 card: 2.0T tokens, 4k context, "a global batch-size of 4M tokens" (1,024 x 4,096)
+    "llama2-70b": (4096, 2_000_000_000_000, 1024, 4_194_304, (LLAMA2_CARD, LLAMA2_CARD)),
+    # Llama 3 paper: 15.6T tokens in 8,192-token sequences, 16M tokens per step (Section 3.4.1)
+    "llama3.1-405b": (8192, 15_600_000_000_000, 2048, 16_777_216, (LLAMA3, LLAMA3)),
     # Jiang et al. 2024: trained with a 32k context; tokens and batch unpublished
     "mixtral-8x7b": (32768, None, None, None, (MIXTRAL, None)),
 }

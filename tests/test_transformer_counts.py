@@ -26,7 +26,16 @@ from costs.specs.graph import build_net
 from costs.specs.transformer_spec import build_layers
 from planner import catalog
 
-TRANSFORMERS = ("bert-large", "gpt2-xl", "gpt3-175b", "llama3-8b", "llama3-70b", "mixtral-8x7b")
+TRANSFORMERS = (
+    "bert-large",
+    "gpt2-xl",
+    "gpt3-175b",
+    "llama2-70b",
+    "llama3-8b",
+    "llama3-70b",
+    "llama3.1-405b",
+    "mixtral-8x7b",
+)
 
 # Published totals, each with the rounding it is published at (absolute tolerance = half a unit
 # of its last digit).
@@ -49,6 +58,11 @@ PUBLISHED = {
     # 1.56B: 1,557,611,200 with the tied embedding and 1024 learned positions (GPT-2's paper
     # rounds to 1542M; the issue's reference is 1.56B).
     "gpt2-xl": (1.56e9, 0.005e9),
+    # No count published at more digits than "70B" / "405B" was read: the exact counts from the
+    # configs' shapes, computed by hand in tests/test_goodput_cards.py (80 x 855,654,400 + 2 x
+    # 32,000 x 8,192 + 8,192; 126 x 3,187,703,808 + 2 x 128,256 x 16,384 + 16,384)
+    "llama2-70b": (68_976_648_192, 0),
+    "llama3.1-405b": (405_853_388_800, 0),
 }
 MIXTRAL_ACTIVE = (12.9e9, 0.05e9)
 

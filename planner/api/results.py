@@ -48,7 +48,10 @@ class Plan:
 
     Units are in the names: ms, s (time to train), GPU-hours, USD, kWh, kg CO2, GB per GPU. ``cost_usd`` is
     None without a price; ``tokens_per_s`` and ``mfu`` (model FLOPs utilisation, 0-1) are None
-    for a net that is not a transformer. ``record`` holds every column of the record."""
+    for a net that is not a transformer. With goodput on (the default), time, GPU-hours, cost and
+    energy include failures, checkpoints and restarts: ``goodput`` is useful time over wall time,
+    ``lost_hours`` the expected time lost, ``ckpt_interval_s`` the checkpoint interval assumed
+    (None when nothing fails). ``record`` holds every column of the record."""
 
     gpu: str
     gpus: int
@@ -74,6 +77,9 @@ class Plan:
     tokens_per_s: float | None
     mfu: float | None
     estimate_command: str
+    goodput: float
+    lost_hours: float
+    ckpt_interval_s: float | None
     record: Mapping[str, Any] = field(repr=False, compare=False)
 
     @classmethod

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from planner.cli import model_options
+from planner.cli import goodput_options, model_options
 from planner.cli.app import app
 from planner.cli.model_options import Calibration, DataLoader, MemoryHeadroom, PppComm, PppComp, Rules
 from planner.cli.options import ConvAlg, Fmt, RulesOpt
@@ -271,6 +271,7 @@ def _optimize_request(opts: dict):
         instance=opts.get("instance"),
         cpu_cores_per_gpu=opts.get("cpu_cores_per_gpu"),
         nics=opts.get("nics"),
+        **goodput_options.request_fields(opts),
         conv_algorithm=opts["conv_algorithm"].value,
         trials=opts["trials"],
         timeout=opts["timeout"],
@@ -350,10 +351,10 @@ def _axis_parameters() -> list[inspect.Parameter]:
 
 
 def _optimize_signature(axes: bool) -> inspect.Signature:
-    """`optimize`'s options, plus (``axes``) those of the declared axes."""
-    sig = _OPTIMIZE_OPTIONS
-    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    return sig.replace(parameters=params + (_axis_parameters() if axes else []))
+    """`optimize`'s options, the goodput options, plus (``axes``) those of the declared axes."""
+    params = [p for p in _OPTIMIZE_OPTIONS.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    extra = goodput_options.parameters() + (_axis_parameters() if axes else [])
+    return _OPTIMIZE_OPTIONS.replace(parameters=params + extra)
 
 
 def add_axis_options() -> None:

@@ -4,9 +4,12 @@ constraint values, all vectorised.
 global_batch    = samples per optimizer step (GPUs x batch per GPU x microbatches), from costs/
 time_to_train_s = epochs x ceil(dataset / global batch) x iteration (optimizer step) time; the
                   epochs follow the global batch where a cited rule covers the net
-                  (planner.epochs), else they are the request's or the net's fixed count
+                  (planner.epochs), else they are the request's or the net's fixed count;
+                  with goodput on (planner.goodput) the expected wall time of that training
+                  with failures, checkpoints and restarts (useful_s: the failure-free time)
 cost_usd        = GPUs x time_to_train_s / 3600 x price per GPU-hour (billed per second), plus
-                  energy_kwh x electricity price for owned GPUs (a rented GPU's price includes power)
+                  energy_kwh x electricity price for owned GPUs (a rented GPU's price includes power);
+                  GPUs are billed for the wall time, failures included
 throughput      = samples per second (maximised, so its objective value is negated)
 memory          = bytes needed on one GPU (see planner.metrics.memory)
 energy_kwh      = energy at the meter to train (costs.energy: board power while computing, a share
@@ -20,10 +23,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from costs.hardware import PRECISIONS, DeviceTable, LinkTable
+from costs.goodput import checkpoint_bytes
+from costs.hardware import ELEMENT_SIZE, PRECISIONS, DeviceTable, LinkTable
 from costs.model import evaluate
 from planner import catalog
 from planner.energy import Energy, servers
+from planner.goodput import Reliability
+from planner.goodput import metrics as goodput_metrics
 from planner.metrics import memory
 from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel
@@ -60,6 +66,7 @@ class Scorer:
     net_arg: str | None = None  # the net as the request names it (zoo name or file path)
     kwh_usd: np.ndarray | None = None  # (gpus in space,) USD per kWh added to cost (owned), else 0
     epochs_rule: object = None  # planner.epochs.EpochsRule: epochs by global batch; None: ``epochs``
+    reliability: Reliability | None = None  # goodput parameters; None: planner.goodput's defaults
 
     def __post_init__(self) -> None:
         self._kwargs = self.model.kwargs(self.devices, self.links) if self.model else {}
@@ -67,6 +74,8 @@ class Scorer:
             self.energy = catalog.energy_defaults()
         if self.board_w is None:
             self.board_w = _board_power(self.devices.names)
+        if self.reliability is None:
+            self.reliability = Reliability()
 
     def price_of(self, g, gpus_per_node) -> np.ndarray:
         """USD per GPU-hour of plans on device rows ``g`` in nodes of ``gpus_per_node`` GPUs."""
@@ -147,11 +156,17 @@ class Scorer:
         epochs = self.epochs_at(global_batch)
         iters = epochs * np.ceil(self.dataset_size / global_batch)
         total = r.total
-        ttt = iters * total
+        useful = iters * total
+        ckpt = checkpoint_bytes(float(self.costs.total_params), ELEMENT_SIZE[p.precision], self.optimizer)
+        good = goodput_metrics(self.reliability, useful, p.workers, ckpt)
+        ttt = good.pop("wall_s")  # expected wall time: failures, checkpoints and restarts
         nodes = p.workers // p.gpus_per_node
         g = cols["gpu"]
         hosts = servers(p.workers, p.gpus_per_node)  # a 72-GPU NVLink domain: 9 servers' power
         power = self.energy.metrics(self.board_w[g], p.workers, hosts, total, r.compute, iters)
+        # the lost time runs at the training's power (recomputed steps; a restart's idle GPUs
+        # are counted alike, an upper bound)
+        power = {k: v / good["goodput"] for k, v in power.items()}
         caps = self.gpu_caps[g] if self.gpu_caps is not None else np.full(len(p), np.inf)
         cost = ttt / 3600.0 * k * self.price_of(g, p.gpus_per_node)
         if self.kwh_usd is not None and self.kwh_usd.any():  # owned GPUs: their electricity
@@ -177,6 +192,8 @@ class Scorer:
             "iteration_s": total,
             "throughput_samples_s": global_batch / total,
             "time_to_train_s": ttt,
+            "useful_s": useful,
+            **good,
             "epochs": epochs,
             "cost_usd": cost,
             **power,
@@ -229,6 +246,7 @@ class Scorer:
             net_arg=req.net,
             kwh_usd=problem.kwh_usd,
             epochs_rule=problem.epochs_rule,
+            reliability=problem.reliability,
         )
 
     def epochs_at(self, global_batch) -> np.ndarray:

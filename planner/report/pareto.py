@@ -150,6 +150,11 @@ def _cost_axis(fc: np.ndarray) -> list[float]:
     return [low / 1.25, float(max(fc.max() * 2.5, low * 4))]
 
 
+def _goodput_text(p: dict) -> str:
+    """A front plan's goodput as a percentage ('' for a record from before goodput was modelled)."""
+    return f"{p['goodput']:.1%}" if "goodput" in p else ""
+
+
 def report_data(
     *,
     net: str,
@@ -172,6 +177,7 @@ def report_data(
         p["label"] = f"P{i + 1}"
         p["description"] = _describe(p)
         p["time_text"] = duration(p["time_to_train_s"])
+        p["goodput_text"] = _goodput_text(p)
         p["kind"] = classify(p)
         p["binding_text"] = ", ".join(p.get("binding") or []) or "none"
         p["instance_text"] = p.get("instance") or ("assumed host" if p.get("host") else "")

@@ -32,6 +32,7 @@ CLI_COLUMNS = (
     ("batch_per_worker", "batch/GPU"),
     ("scheme", "scheme"),
     ("time_text", "time to train"),
+    ("goodput_text", "goodput"),
     ("cost_usd", "cost $"),
     ("energy_kwh", "kWh"),
     ("kind", "bound by"),

@@ -92,6 +92,7 @@ def _best_lines(result) -> list[str]:
         f"iteration {b['iteration_ms']:,.2f} ms{_range(b, 'iteration_ms')}   {b['throughput_samples_s']:,.0f} samples/s   "
         f"memory {b['memory_gb']:.1f} of {b['device_memory_gb']:.1f} GB ({b['device_memory_gb'] * 1e9 / 2**30:.0f} GiB)"
         + (f", {b['usable_memory_gb']:.1f} usable (--memory-headroom)" if "usable_memory_gb" in b else ""),
+        *_goodput_lines(b),
         *_transformer_lines(b),
         *_stack_line(b),
         *_price_line(b),
@@ -113,6 +114,28 @@ def _best_lines(result) -> list[str]:
         *[f"  - {w}" for w in b.get("degrees") or []],
         *_sensitivity_lines(b),
         *stack_lines(b.get("stacks") or []),
+    ]
+
+
+def _goodput_lines(b: dict) -> list[str]:
+    """What the time to train includes: goodput, the expected loss and the checkpoint interval."""
+    if "goodput" not in b:
+        return []
+    if not b["goodput_on"]:
+        return [f"  {b['goodput_basis']}"]
+    every = duration(b["ckpt_interval_s"]) if b.get("ckpt_interval_s") else "never"
+    if b["lost_hours"] * 3600 < 1e-3 * b["useful_time_s"]:  # a small run: say so in a few words
+        return [
+            f"  goodput {b['goodput']:.1%}: failures, checkpoints and restarts cost under 0.1% of this run "
+            f"({b['failures']:.2g} failures expected)",
+            f"  goodput basis: {b['goodput_basis']}",
+        ]
+    return [
+        f"  goodput {b['goodput']:.1%}: time, GPU-hours, cost and energy include an expected "
+        f"{duration(b['lost_hours'] * 3600)} lost to {b['failures']:,.1f} failures, checkpoints and restarts "
+        f"(failure-free: {duration(b['useful_time_s'])}, {b['useful_gpu_hours']:,.0f} GPU-hours); "
+        f"a checkpoint every {every} of training (Daly 2006), each written in {b['ckpt_write_s']:,.1f} s",
+        f"  goodput basis: {b['goodput_basis']}",
     ]
 
 

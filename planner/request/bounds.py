@@ -131,8 +131,14 @@ REQUEST_FLOATS: dict[str, tuple[str, float, float]] = {
     "ppp_comp": ("--ppp-comp", 0.0, 1.0),
     "ppp_comm": ("--ppp-comm", 0.0, 1.0),
     "cpu_cores_per_gpu": ("--cpu-cores-per-gpu", 0.0, 1_024.0),  # planner.hosts.MAX_CORES_PER_GPU
+    # goodput (planner.goodput): 0 failures is allowed (the failure-free case); at most one
+    # failure per GPU-hour, about 50,000 times Llama 3 405B's rate
+    "failures_per_1k_gpu_hours": ("--failures-per-1k-gpu-hours", 0.0, 1_000.0),
+    # aggregate checkpoint write rate: up to 1 PB/s, 140x the 7 TB/s peak of Llama 3's storage
+    "ckpt_write_gbs": ("--ckpt-write-gbs", 0.0, 1e6),
+    "restart_min": ("--restart-min", 0.0, 10_080.0),  # a relaunch of at most a week
 }
-_OPEN_LOW = {"epochs", "timeout", "ppp_comp", "ppp_comm", "cpu_cores_per_gpu"}
+_OPEN_LOW = {"epochs", "timeout", "ppp_comp", "ppp_comm", "cpu_cores_per_gpu", "ckpt_write_gbs"}
 
 
 def check_request(req: Any) -> None:

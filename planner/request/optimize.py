@@ -18,6 +18,7 @@ from planner import catalog
 from planner.energy import Energy, with_options
 from planner.epochs import EpochsRule, rule_for
 from planner.errors import BadInput
+from planner.goodput import Reliability, of_request
 from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel, loader_for
 from planner.metrics.objectives import OBJECTIVES
@@ -75,6 +76,11 @@ class OptimizeRequest:
     rules: str = defaults.RULES
     calibration: str | None = None  # profile file; None: the shipped default (modern rules)
     data_loader: str = defaults.DATA_LOADER  # auto | cpu | dali | none (modern rules)
+    goodput: str = "on"  # on: time to train counts failures, checkpoints, restarts (planner.goodput)
+    failures_per_1k_gpu_hours: float | None = None  # None: Llama 3's rate (planner.goodput)
+    ckpt_write_gbs: float | None = None  # checkpoint write GB/s, all writers; None: planner.goodput's
+    restart_min: float | None = None  # job relaunch before the reload; None: not counted, said so
+    async_ckpt: bool = False  # asynchronous checkpoints: only the copy to host memory blocks
     conv_algorithm: str = "gemm"
     trials: int = 200
     timeout: float | None = None
@@ -114,6 +120,7 @@ class Problem:
     energy: Energy | None = None  # energy parameters (defaults with --pue, --grid-intensity)
     gpu_caps: np.ndarray | None = None  # most GPUs per key of ``gpus`` (owned), inf: no cap
     kwh_usd: np.ndarray | None = None  # USD per kWh charged per key of ``gpus``: owned ones, else 0
+    reliability: Reliability | None = None  # goodput parameters; None: planner.goodput's defaults
 
     def axis_option(self, name: str) -> str | None:
         """The user's text for a declared axis's option, or None when not given."""
@@ -289,6 +296,7 @@ def validate(req: OptimizeRequest) -> Problem:
     max_gpus, max_usd = parse_budgets(list(req.budget))
     deadline = parse_duration(req.deadline)
     _check_numbers(req)
+    reliability = of_request(req)
     prices = parse_prices(req.prices)
     owned = parse_owned(req.owned)
     energy = with_options(catalog.energy_defaults(), req.pue, req.grid_intensity, req.electricity)
@@ -350,6 +358,7 @@ def validate(req: OptimizeRequest) -> Problem:
         gpu_caps=caps,
         tokens=tokens,
         kwh_usd=kwh_usd,
+        reliability=reliability,
     )
 
 

@@ -87,6 +87,7 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
     rec.update(_owned_fields(scorer, g, m))
     rec.update(_epochs_fields(scorer, m))
     rec.update(_transformer_fields(scorer, m))
+    rec.update(_goodput_fields(scorer, m))
     if "vision" in scorer.costs.net.meta:  # the input size the plan is costed at
         rec["image_size"] = int(scorer.costs.net.meta["vision"]["image_size"])
     vals = scorer.objective_values(m, objectives)[:, 0]
@@ -157,6 +158,25 @@ def _interval(scorer: Scorer, rec: dict) -> tuple[float, float] | None:
     if model is None:
         return None
     return model.interval_for(str(catalog.device(rec["gpu"]).raw.get("generation", "")))
+
+
+def _goodput_fields(scorer: Scorer, m: dict) -> dict:
+    """Goodput (useful time over wall time, planner.goodput), the expected time lost to failures,
+    checkpoints and restarts, the checkpoint interval assumed and the failure-free time."""
+    rel = scorer.reliability
+    out = dict(
+        goodput_on=bool(rel.on),
+        goodput=float(m["goodput"][0]),
+        lost_hours=float(m["lost_s"][0] / 3600),
+        failures=float(m["failures"][0]),
+        useful_time_s=float(m["useful_s"][0]),
+        useful_gpu_hours=float(m["gpus"][0] * m["useful_s"][0] / 3600),
+        ckpt_write_s=float(m["ckpt_write_s"][0]),
+        goodput_basis=rel.describe(),
+    )
+    interval = float(m["ckpt_interval_s"][0])
+    out["ckpt_interval_s"] = interval if math.isfinite(interval) else None
+    return out
 
 
 def _transformer_fields(scorer: Scorer, m: dict) -> dict:

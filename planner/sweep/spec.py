@@ -72,6 +72,13 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "instance": (str,),  # aws/p4d.24xlarge[,...]: only these instance types (planner.hosts)
     "cpu_cores_per_gpu": (int, float),  # host CPU cores per GPU
     "nics": (int,),  # NICs per node at the network's rate
+    # goodput (planner.goodput): on | off, failures per 1,000 GPU-hours, checkpoint GB/s in all,
+    # job relaunch minutes, asynchronous checkpoints
+    "goodput": (str,),
+    "failures_per_1k_gpu_hours": (int, float),
+    "ckpt_write_gbs": (int, float),
+    "restart_min": (int, float),
+    "async_ckpt": (bool,),
     "conv_algorithm": (str,),
     "exhaustive": (str,),
     # the options of declared search axes (planner.space.axes), e.g. accumulation: "1,2,4"

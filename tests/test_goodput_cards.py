@@ -1,0 +1,77 @@
+"""End to end against model cards: `planner optimize` with goodput on (the default) against the
+GPU-hours Meta publishes, and the two nets' exact parameter counts.
+
+Sources (read 2026-11-25):
+* Llama 2 70B: 1,720,320 A100-80GB GPU-hours for 2T tokens, "total GPU time required for training
+  each model" (https://github.com/meta-llama/llama/blob/0e3444bca7a3e02f25f2c9f9e778866fecdae567/MODEL_CARD.md).
+* Llama 3.1 405B: 30.84M H100-80GB GPU-hours
+  (https://github.com/meta-llama/llama-models/blob/1b5892739868e5333fb7f022ba91218f0ae5f9c2/models/llama3_1/MODEL_CARD.md);
+  15.6T tokens on up to 16,384 H100 over 400 Gb/s links (arXiv:2407.21783).
+
+What the predictions say (planner's numbers when these tests were written, printed by the
+tests on failure): Llama 3.1 405B on 16,384 H100 over ib_ndr, 38.5M GPU-hours (+24.8%), of which
+goodput loss 2.3% (0.87M GPU-hours); failure-free it would be 37.6M (+22%). The planner's MFU for
+that plan (29%) is below the 38-41% the Llama 3 paper measured (Table 4), and its goodput (97.7%)
+above the ">90% effective training time" it reports, because no job relaunch time is counted
+(none published): the two errors offset. Llama 2 70B on 2,048 A100 over 200 Gb/s InfiniBand
+(ib_hdr) predicts 1.18M GPU-hours (-31.6%), goodput loss 0.3%: the gap is throughput, not goodput
+(MFU 65% predicted, 43.5% implied by the card: 6 x 70e9 x 2e12 / (1,720,320 h x 3600 x 312e12)).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from planner import catalog
+from planner.cli import main
+
+LLAMA2_70B_CARD_GPU_HOURS = 1_720_320
+LLAMA31_405B_CARD_GPU_HOURS = 30.84e6
+
+
+def _best(capsys, tmp_path, *args) -> dict:
+    code = main(["optimize", *args, "--format", "json", "--out", str(tmp_path)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)["best"]
+
+
+def test_llama2_70b_parameter_count_is_exact():
+    # per layer: q, o 8192^2 each, k, v 8192 x 1024 each, SwiGLU 3 x 8192 x 28672, two RMSNorm gains;
+    # untied 32000 x 8192 embedding and head; the final norm
+    layer = 2 * 8192**2 + 2 * 8192 * 1024 + 3 * 8192 * 28672 + 2 * 8192
+    total = 80 * layer + 2 * 32000 * 8192 + 8192
+    assert total == 68_976_648_192
+    assert catalog.net_costs("llama2-70b", "modern", "gemm", None, None).total_params == total
+
+
+def test_llama31_405b_parameter_count_is_exact():
+    layer = 2 * 16384**2 + 2 * 16384 * 1024 + 3 * 16384 * 53248 + 2 * 16384
+    total = 126 * layer + 2 * 128256 * 16384 + 16384
+    assert total == 405_853_388_800
+    assert catalog.net_costs("llama3.1-405b", "modern", "gemm", None, None).total_params == total
+
+
+def test_llama31_405b_gpu_hours_within_25pct_of_the_card(capsys, tmp_path):
+    b = _best(
+        capsys, tmp_path, "llama3.1-405b", "--budget", "16384gpus", "--gpu", "H100_SXM", "--network", "ib_ndr"
+    )
+    err = b["gpu_hours"] / LLAMA31_405B_CARD_GPU_HOURS - 1
+    loss = 1 - b["useful_gpu_hours"] / b["gpu_hours"]
+    assert b["tokens_per_s"] * b["useful_time_s"] == pytest.approx(15.6e12, rel=0.01)
+    assert abs(err) <= 0.25, f"405B: {b['gpu_hours']:,.0f} GPU-hours ({err:+.1%}), goodput loss {loss:.1%}"
+    assert loss == pytest.approx(1 - b["goodput"]) and 0.01 < loss < 0.05  # ~3 h MTBF: a few % lost
+
+
+def test_llama2_70b_gpu_hours_and_goodput_loss(capsys, tmp_path):
+    b = _best(
+        capsys, tmp_path, "llama2-70b", "--budget", "2048gpus", "--gpu", "A100_80GB", "--network", "ib_hdr"
+    )
+    err = b["gpu_hours"] / LLAMA2_70B_CARD_GPU_HOURS - 1
+    loss = 1 - b["useful_gpu_hours"] / b["gpu_hours"]
+    assert b["tokens_per_s"] * b["useful_time_s"] == pytest.approx(2e12, rel=0.01)
+    # The card's 25% is missed by throughput (module docstring), not by goodput: pinned, not tuned.
+    assert -0.35 < err < -0.25, f"70B: {b['gpu_hours']:,.0f} GPU-hours ({err:+.1%}), goodput loss {loss:.1%}"
+    assert 0.001 < loss < 0.01  # 2,048 GPUs: a failure every ~25 h, a 0.5 s checkpoint
