@@ -18,7 +18,7 @@ from planner.calibrate.predict import RunTable
 
 ROOT = Path(__file__).resolve().parent.parent
 MEAS = ROOT / "configs" / "measurements"
-FILES = ("pytorch.csv", "new-gpus.csv")
+FILES = ("pytorch.csv", "new-gpus.csv", "scale.csv")
 # the header of llm.csv: both files use it, CNN rows leave the LLM columns empty
 LLM_HEADER = (
     "source,net,device,precision,gpus,gpus_per_node,network,batch_per_gpu,scheme,metric,value,framework,"
@@ -27,6 +27,8 @@ LLM_HEADER = (
 DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 # a repository file is cited at a commit: github.com/<owner>/<repo>/blob/<40 hex>/...
 PINNED = re.compile(r"^https://github\.com/[^/]+/[^/]+/blob/[0-9a-f]{40}/")
+# ... or a paper at one arXiv version
+PINNED_PAPER = re.compile(r"^https://arxiv\.org/abs/\d{4}\.\d{4,5}v\d+$")
 DEVICES = tomllib.loads((ROOT / "configs" / "devices.toml").read_text())
 
 
@@ -50,7 +52,8 @@ def test_header_and_citations(name: str) -> None:
     assert rows
     for i, r in enumerate(rows, start=2):
         where = f"{name}:{i}"
-        assert PINNED.match(r["url"]), f"{where} url not pinned to a commit: {r['url']}"
+        pinned = PINNED.match(r["url"]) or PINNED_PAPER.match(r["url"])
+        assert pinned, f"{where} url not pinned to a commit or a paper version: {r['url']}"
         assert DATE.match(r["date"]), where
         assert r["source"] and r["framework"] and r["notes"], where
         # every device is a catalog key: these files calibrate the catalog's GPUs, none to come

@@ -1,0 +1,54 @@
+"""Accuracy at scale: Llama 3 405B's three published layouts (Grattafiori et al. 2024,
+arXiv:2407.21783, Table 4; configs/measurements/scale.csv, held out of every fit) predicted by
+`planner validate`, each within 15% of its published TFLOP/s per GPU under the answer that
+names no stack; with the megatron stack's profile the two 8k-token layouts stay within 15% and
+the 128k-token layout with context parallelism is pinned at its present error."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from planner import catalog
+from planner.calibrate import measurements
+from planner.cli import main
+
+SCALE = catalog.configs_dir() / "measurements" / "scale.csv"
+
+
+def _errors(capsys, tmp_path, *extra) -> dict[int, float]:
+    out = tmp_path / "report"
+    assert main(["validate", str(SCALE), "--out", str(out), *extra]) == 0
+    capsys.readouterr()
+    with open(out / "predictions.csv", newline="") as f:
+        return {int(r["gpus"]) * 1000 + int(r["row"]): float(r["error_pct"]) for r in csv.DictReader(f)}
+
+
+def test_the_rows_are_the_published_layouts():
+    runs = measurements.load(SCALE)
+    got = [(r.gpus, r.tp, r.cp, r.pp, r.gpus // (r.tp * r.cp * r.pp), r.seq_len, r.value) for r in runs]
+    assert got == [
+        (8192, 8, 1, 16, 64, 8192, 430.0),
+        (16384, 8, 1, 16, 128, 8192, 400.0),
+        (16384, 8, 16, 16, 8, 131072, 380.0),
+    ]
+    # 16M tokens per step each: DP x microbatches x sequence
+    assert all(r.gpus // (r.tp * r.cp * r.pp) * r.accumulation * r.seq_len == 2**24 for r in runs)
+    assert runs[2].cp_comm == "all_gather"
+
+
+def test_llama3_405b_layouts_within_15_percent_without_a_stack(capsys, tmp_path):
+    errors = list(_errors(capsys, tmp_path).values())
+    assert len(errors) == 3
+    assert all(abs(e) <= 15.0 for e in errors), errors
+
+
+def test_llama3_405b_layouts_under_the_megatron_profile(capsys, tmp_path):
+    """Meta's stack is its own; under the Megatron-Core profile the 8k layouts are within 2%
+    and the 128k layout over-predicts by about a fifth: its FLOP counting is not published (a
+    causal count of the attention would make the measured rate 1.4x higher, README)."""
+    profile = catalog.configs_dir() / "profiles" / "megatron.toml"
+    errors = list(_errors(capsys, tmp_path, "--calibration", str(profile)).values())
+    assert abs(errors[0]) <= 15.0 and abs(errors[1]) <= 15.0
+    assert errors[2] == pytest.approx(22.0, abs=6.0)
