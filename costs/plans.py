@@ -39,6 +39,7 @@ class Plans:
     ep: np.ndarray  # expert-parallel degree (mixture of experts), within the data-parallel group
     interleave: np.ndarray  # virtual pipeline stages per GPU (1: plain 1F1B)
     tp_overlap: np.ndarray  # bool: tensor-parallel collectives overlapped with the GEMMs
+    ep_overlap: np.ndarray  # bool: expert all-to-alls overlapped with another microbatch's compute
 
     def __len__(self) -> int:
         return int(self.device.shape[0])
@@ -65,8 +66,9 @@ _DEFAULTS = dict(
     ep=1,
     interleave=1,
     tp_overlap=False,
+    ep_overlap=False,
 )
-_DTYPES = dict(ppp_comp=float, ppp_comm=float, pipeline=bool, sp=bool, tp_overlap=bool)
+_DTYPES = dict(ppp_comp=float, ppp_comm=float, pipeline=bool, sp=bool, tp_overlap=bool, ep_overlap=bool)
 
 
 def plans(n_layers: int, **columns) -> Plans:

@@ -23,7 +23,8 @@ Per plan: ``t`` = tp, ``p`` = pp, ``v`` = interleave, ``m`` microbatches per ste
               activation forward and its gradient back, ``b s h / t`` per GPU (their
               scatter/gather optimisation, §4.1), ``v`` times as often when interleaved
   experts     two all-to-alls (dispatch, combine) of ``b s k h`` per MoE layer forward and two
-              backward over the ``ep`` GPUs (Lepikhin et al. 2020, arXiv:2006.16668, §2.2)
+              backward over the ``ep`` GPUs, inside the node and across it, exposed or, with
+              ``ep_overlap``, behind another microbatch's compute (:mod:`costs.llm.experts`)
   data par.   fp32 gradients all-reduced over ``d`` (ZeRO 1: reduce-scatter plus a parameter
               all-gather, once per step; ZeRO 2: the reduce-scatter every microbatch; ZeRO 3:
               also two parameter all-gathers per microbatch, forward and backward: 1.5x the
@@ -49,7 +50,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from costs.comm import collectives, overlap
-from costs.hardware import ELEMENT_SIZE, DeviceTable, LinkTable
+from costs.hardware import ELEMENT_SIZE, FP8, DeviceTable, LinkTable
+from costs.llm import experts
 from costs.llm import memory as llm_memory
 from costs.llm.memory import FULL, SELECTIVE
 from costs.llm.shard import BLOCK, EMBED, HEAD, Shard, block_weights, dims, shard
@@ -151,6 +153,7 @@ class _Ctx:
         self.elem = ELEMENT_SIZE[plans.precision]
         self.sp_div = np.where(plans.sp, self.t, 1.0)
         self.tp_overlap = plans.tp_overlap
+        self.ep_overlap, self.fp8 = plans.ep_overlap, plans.precision == FP8
         intra, net = plans.intra_link, plans.network
         self.intra_bw, self.intra_lat = links.bandwidth[intra] * eff.link[intra], links.latency[intra]
         self.net_bw, self.net_lat = links.bandwidth[net] * eff.link[net], links.latency[net]
@@ -162,7 +165,7 @@ def _link(c: _Ctx, crosses):
     return np.where(crosses, c.net_bw, c.intra_bw), np.where(crosses, c.net_lat, c.intra_lat)
 
 
-def _microbatch(c: _Ctx, x: dict, recompute) -> dict:
+def _microbatch(c: _Ctx, x: dict, recompute, nics=None) -> dict:
     """Seconds per microbatch of a block, the embedding side and the head side."""
     blk_f = x["blk_f"] + x["rep_f"] / c.sp_div
     blk_b = x["blk_b"] + x["rep_b"] / c.sp_div
@@ -175,11 +178,9 @@ def _microbatch(c: _Ctx, x: dict, recompute) -> dict:
     tp_blk = np.where(c.tp_overlap, np.maximum(tp_blk - (x["blk_f"] + x["blk_b"]), 0.0), tp_blk)
     moe = c.m.get("moe")
     a2a = np.zeros_like(ar)
-    if moe:
-        bw, lat = _link(c, c.t * c.e > c.per_node)
-        nbytes = c.hidden * moe["top_k"] * (c.e - 1) / c.e
-        a2a = np.where(c.e > 1, (4.0 + 2.0 * (recompute == FULL)) * (nbytes / bw + (c.e - 1) * lat), 0.0)
-        a2a = a2a * block_weights(c.m)[-1]  # the sparse layers' share (dense layers send nothing)
+    if moe:  # exposed all-to-all seconds (costs.llm.experts); dense layers send nothing
+        a2a = experts.all_to_all_s(c, moe, recompute == FULL, blk_f + blk_b + rec, nics)
+        a2a = a2a * block_weights(c.m)[-1]
     return dict(
         blk_f=blk_f,
         blk_b=blk_b + rec,
@@ -309,17 +310,18 @@ def evaluate(
     opt = options if options is not None else Options()
     n = len(plans)
     x = {k: np.zeros(n) for k in _PARTS + _KERNELS + _PER_SHARD}
-    for tp in np.unique(plans.tp):
-        _part_times(
-            shard(costs.net.meta["model"], int(tp), costs.rules), devices, eff, plans, plans.tp == tp, x
-        )
+    ep = plans.ep if costs.net.meta["model"].get("moe") else np.ones_like(plans.ep)
+    for key in np.unique(plans.tp << 20 | ep):  # one shard per (tp, ep) the plans use
+        tp, e = divmod(int(key), 1 << 20)
+        sel = (plans.tp == tp) & (ep == e)
+        _part_times(shard(costs.net.meta["model"], tp, costs.rules, e), devices, eff, plans, sel, x)
     c = _Ctx(costs, plans, devices, links, eff)
-    u = _microbatch(c, x, plans.recompute)
+    nics = opt.nics_per_node if nics_per_node is None else nics_per_node
+    u = _microbatch(c, x, plans.recompute, nics)
     stage = _pipeline(c, x, u, plans.workers)
     params = _params(c, x, stage["n"])
     per_mb = stage["f"] + stage["b"] + stage["tp"] + stage["pp"] + stage["ep"]
     bubble = (c.p - 1.0) / c.v * per_mb
-    nics = opt.nics_per_node if nics_per_node is None else nics_per_node
     sync, sync_total, p_sync = _sync(c, plans, params, stage, opt.bucket_bytes, nics)
 
     dev, prec = plans.device, plans.precision

@@ -93,6 +93,7 @@ class RunTable:
             sp=col(lambda r: r.sp, bool),
             recompute=col(lambda r: RECOMPUTE.index(r.recompute or "none")),
             tp_overlap=col(lambda r: r.tp_overlap, bool),
+            ep_overlap=col(lambda r: r.ep_overlap, bool),
         )
 
     def __len__(self) -> int:
