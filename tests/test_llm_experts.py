@@ -9,6 +9,7 @@ DeepSeek-V3 Technical Report (arXiv:2412.19437 v2) §2.1.2 and §4.2 (node-limit
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -152,3 +153,54 @@ def test_qwen3_30b_a3b_runs_with_expert_weights_and_node_crossing(moe_runs):
     stay inside the node); NeMo AutoModel on 8 H100 (batch 4, one node) stays at 0.80."""
     assert 0.92 < _ratio(moe_runs, "megatron-bridge-26.04.01-h100-fp8") < 1.12
     assert 0.72 < _ratio(moe_runs, "nemo-automodel-2025-10-h100-bf16") < 0.88
+
+
+def test_ep_overlap_option_estimate_and_errors(capsys):
+    """--ep-overlap hides the all-to-alls of a plan whose EP group spans two nodes; it needs
+    --ep 2 or more, and optimize's on/off choices are checked: one line, exit 2."""
+    from planner.cli import main
+
+    base = "estimate qwen3-30b-a3b --device H100_SXM --workers 16 --gpus-per-node 8 --network ib_ndr "
+    base += "--ep 16 --microbatch 1 --global-batch 1024 --precision fp8 --zero 1 --format json"
+    rows = []
+    for extra in ([], ["--ep-overlap"]):
+        assert main([*base.split(), *extra]) == 0
+        rows.append(json.loads(capsys.readouterr().out)[0])
+    plain, hidden = rows
+    assert (plain["ep_overlap"], hidden["ep_overlap"]) == ("off", "on")
+    assert hidden["ep_comm_ms"] < plain["ep_comm_ms"] and hidden["total_ms"] < plain["total_ms"]
+    assert main(["estimate", "qwen3-30b-a3b", "--ep-overlap"]) == 2
+    err = capsys.readouterr().err
+    assert "--ep-overlap overlaps the expert all-to-alls: it needs --ep 2 or more, got --ep 1" in err
+    assert len(err.strip().splitlines()) == 1
+    assert main(["optimize", "qwen3-30b-a3b", "--budget", "16gpus", "--ep-overlap", "maybe"]) == 2
+    assert "--ep-overlap 'maybe' (valid: on, off, or on,off)" in capsys.readouterr().err
+    assert main([*base.split(), "--ep-overlap", "--stack", "fsdp", "--zero", "3"]) == 2
+    assert "--stack fsdp has no expert all-to-all overlap (--ep-overlap)" in capsys.readouterr().err
+
+
+def test_megatron_launch_maps_ep_overlap_and_refuses_what_megatron_core_refuses(tmp_path):
+    """Megatron-LM at d98e8a6: --overlap-moe-expert-parallel-comm (model_parallel_config.py) with
+    the flex dispatcher on DeepEP; TransformerConfig asserts virtual pipeline stages when PP > 1
+    and no full recomputation; Megatron-Core's own config accepts the arguments."""
+    from test_launch import llm
+    from test_launch_tools import _mcore, files_for, need, tokens
+
+    from planner.launch.registry import TARGETS
+
+    kw = dict(net="mixtral-8x7b", gpus=64, tp=1, ep=8, ep_overlap=True, zero=1, microbatch=1, sp=False)
+    plan = llm(**kw, pp=1, interleave=1, recompute="none")
+    megatron = TARGETS["megatron"]
+    assert megatron.refusal(plan) is None
+    args = megatron.arguments(plan)
+    assert "--overlap-moe-expert-parallel-comm" in args
+    assert args[args.index("--moe-token-dispatcher-type") + 1] == "flex"
+    assert args[args.index("--moe-flex-dispatcher-backend") + 1] == "deepep"
+    assert "virtual_pipeline_model_parallel_size must be specified" in megatron.refusal(
+        llm(**kw, pp=2, interleave=1, recompute="none")
+    )
+    assert "disable full recomputation" in megatron.refusal(llm(**kw, pp=1, interleave=1, recompute="full"))
+    assert "no expert all-to-all overlap setting" in TARGETS["nemo"].refusal(plan)
+    need("megatron.core")
+    config, _ = _mcore(tokens(files_for(plan, "megatron", tmp_path) / "megatron_args.txt"), plan)
+    assert config.overlap_moe_expert_parallel_comm and config.moe_flex_dispatcher_backend == "deepep"

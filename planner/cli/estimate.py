@@ -135,6 +135,14 @@ def estimate(
         ),
     ] = False,
     ep: Annotated[int, typer.Option(help="Mixture of experts: expert-parallel degree.")] = 1,
+    ep_overlap: Annotated[
+        bool,
+        typer.Option(
+            "--ep-overlap",
+            help="Mixture of experts: expert all-to-alls overlapped with another microbatch's compute "
+            "(DeepEP with DualPipe, Megatron-Core's --overlap-moe-expert-parallel-comm).",
+        ),
+    ] = False,
     interleave: Annotated[int, typer.Option(help="Transformers: virtual pipeline stages per GPU.")] = 1,
     memory_headroom: MemoryHeadroom = None,
     microbatch: Annotated[
@@ -279,6 +287,7 @@ def _estimate_request(o: dict):
             sp=o["sp"],
             tp_overlap=o["tp_overlap"],
             ep=o["ep"],
+            ep_overlap=o["ep_overlap"],
             interleave=o["interleave"],
             memory_headroom=o["memory_headroom"],
             microbatch=o["microbatch"],

@@ -115,6 +115,7 @@ def check_stack(req: EstimateRequest, model: CostModel) -> None:
         "ep": req.ep,
         "interleave": req.interleave,
         "tp_overlap": req.tp_overlap,
+        "ep_overlap": req.ep_overlap,
         "zero": req.zero,
         "hybrid": req.parallel != "data",
     }

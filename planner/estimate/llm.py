@@ -93,6 +93,7 @@ def estimate_llm(req: EstimateRequest, costs, model, info, net_info, precision: 
         sp=req.sp,
         tp_overlap=req.tp_overlap,
         ep=req.ep,
+        ep_overlap=req.ep_overlap,
         interleave=req.interleave,
         **common,
     )
@@ -128,6 +129,7 @@ def estimate_llm(req: EstimateRequest, costs, model, info, net_info, precision: 
             sp="on" if req.sp else "off",
             tp_overlap="on" if req.tp_overlap else "off",
             ep=req.ep,
+            ep_overlap="on" if req.ep_overlap else "off",
             interleave=req.interleave,
             seq_len=m["seq_len"],
             tokens_per_s=float(r.samples[i] * m["seq_len"] / total),

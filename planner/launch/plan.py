@@ -53,6 +53,7 @@ class LaunchPlan:
     ep: int = 1
     interleave: int = 1
     tp_overlap: bool = False
+    ep_overlap: bool = False
     seq_len: int | None = None
     model: dict | None = None
     iteration_ms: float | None = None
@@ -203,6 +204,7 @@ def plan_from_record(rec: dict, path: str | Path) -> LaunchPlan:
         ep=_int(rec, "ep", path, default=1),
         interleave=_int(rec, "interleave", path, default=1),
         tp_overlap=_flag(rec, "tp_overlap", path),
+        ep_overlap=_flag(rec, "ep_overlap", path),
         seq_len=_int(rec, "seq_len", path, default=model["seq_len"]) if model else None,
         model=model,
         iteration_ms=rec.get("iteration_ms") or rec.get("expected", {}).get("iteration_ms"),

@@ -144,6 +144,8 @@ class Torchtitan(Target):
             return f"torchtitan trains transformer models; {plan.net} is a CNN (use --target torchrun)"
         if plan.net not in CONFIGS:
             return f"torchtitan has no config_registry entry for {plan.net} (here: {', '.join(CONFIGS)})"
+        if plan.ep_overlap:
+            return "this target writes no expert all-to-all overlap setting for torchtitan (use --target megatron)"
         if plan.zero == 1:
             return "torchtitan's FSDP2 shards parameters, gradients and optimizer state together: it has ZeRO 0, 2 and 3, no ZeRO-1"
         if plan.recompute == "selective":

@@ -54,6 +54,7 @@ class EstimateRequest:
     sp: bool = False
     tp_overlap: bool = False
     ep: int = 1
+    ep_overlap: bool = False  # expert all-to-alls overlapped with compute (costs.llm.experts)
     interleave: int = 1
     microbatch: int | None = None  # sequences per GPU per microbatch (None: --batch's)
     global_batch: int | None = None  # sequences per step; sets the microbatches per step
@@ -67,6 +68,7 @@ class EstimateRequest:
         return (
             (self.tp, self.pp, self.zero, self.recompute, self.sp, self.ep, self.interleave, self.tp_overlap)
             != (1, 1, 0, "none", False, 1, 1, False)
+            or self.ep_overlap
             or self.microbatch is not None
             or self.global_batch is not None
         )
@@ -119,6 +121,10 @@ def _validate_parallel(req: EstimateRequest) -> None:
             raise BadInput(f"{name} must be a positive integer, got {value}")
     if req.zero not in (0, 1, 2, 3):
         raise BadInput(f"--zero {req.zero} (valid: 0, 1, 2, 3)")
+    if req.ep_overlap and req.ep < 2:
+        raise BadInput(
+            f"--ep-overlap overlaps the expert all-to-alls: it needs --ep 2 or more, got --ep {req.ep}"
+        )
     if req.recompute not in RECOMPUTE:
         raise BadInput(f"--recompute '{req.recompute}' (valid: {', '.join(RECOMPUTE)})")
     if req.optimizer not in defaults.OPTIMIZERS:
@@ -192,9 +198,9 @@ def _model_keys(data: dict) -> dict:
 
 def _llm_keys(data: dict) -> dict:
     """A transformer plan's parallel degrees, ZeRO stage, recomputation and sequence length, as
-    plan files record them (``sp`` and ``tp_overlap`` as on/off)."""
+    plan files record them (``sp``, ``tp_overlap`` and ``ep_overlap`` as on/off)."""
     out: dict = {k: int(data[k]) for k in ("tp", "pp", "zero", "ep", "interleave") if k in data}
-    out.update({k: data[k] == "on" for k in ("sp", "tp_overlap") if k in data})
+    out.update({k: data[k] == "on" for k in ("sp", "tp_overlap", "ep_overlap") if k in data})
     if "recompute" in data:
         out["recompute"] = str(data["recompute"])
     if data.get("seq_len") is not None:

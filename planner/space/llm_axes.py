@@ -134,6 +134,18 @@ def tp_overlap_choices(problem: Problem) -> tuple[str, ...]:
     return values
 
 
+def ep_overlap_choices(problem: Problem) -> tuple[str, ...]:
+    """Expert all-to-alls overlapped with another microbatch's compute (costs.llm.experts): off
+    unless asked, since not every stack does it."""
+    text = problem.axis_option("ep_overlap")
+    if text is None or problem.llm is None or not problem.llm.get("moe"):
+        return ("off",)
+    values = tuple(dict.fromkeys(x.strip() for x in text.split(",")))
+    if not values or not set(values) <= {"on", "off"}:
+        raise BadInput(f"--ep-overlap '{text}' (valid: on, off, or on,off)")
+    return values
+
+
 def ep_choices(problem: Problem) -> tuple[int, ...]:
     """Expert-parallel degrees: divisors of the experts (mixture-of-experts nets only)."""
     moe = problem.llm.get("moe") if problem.llm else None
@@ -281,6 +293,16 @@ AXES: tuple[Axis, ...] = (
         fields=(Field("ep", _value("ep")),),
         estimate_args=_arg("ep", "ep", 1),
         option="Expert-parallel degrees to search (mixture-of-experts nets), e.g. 1,2,4,8.",
+    ),
+    Axis(
+        "ep_overlap",
+        choices=ep_overlap_choices,
+        plan=lambda ch: {"ep_overlap": ch.value("ep_overlap") == "on"},
+        valid=lambda ch: (ch.value("ep_overlap") == "off") | (ch.value("ep") > 1),
+        fields=(Field("ep_overlap", _value("ep_overlap")),),
+        estimate_args=lambda r: ["--ep-overlap"] if r.get("ep_overlap") == "on" else [],
+        option="Expert all-to-alls overlapped with another microbatch's compute (DeepEP with DualPipe, "
+        "Megatron-Core's --overlap-moe-expert-parallel-comm): on, off or on,off (default off).",
     ),
     Axis(
         "interleave",

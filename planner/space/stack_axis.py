@@ -42,6 +42,7 @@ def stack_valid(ch: Chosen) -> np.ndarray:
         "ep": ch.value("ep"),
         "interleave": ch.value("interleave"),
         "tp_overlap": ch.value("tp_overlap") == "on",
+        "ep_overlap": ch.value("ep_overlap") == "on",
         "zero": ch.value("zero"),
         "hybrid": ch.value("split") < ch.space.n_layers,
     }

@@ -19,6 +19,7 @@ _WHAT = {
     "ep": "expert parallelism (--ep)",
     "interleave": "an interleaved pipeline schedule (--interleave)",
     "tp_overlap": "tensor-parallel communication overlap (--tp-overlap)",
+    "ep_overlap": "expert all-to-all overlap (--ep-overlap)",
     "hybrid": "a model-parallel split (--parallel hybrid or model)",
 }
 
@@ -32,6 +33,7 @@ def _used(plan: dict) -> dict[str, bool]:
         "ep": plan.get("ep", 1) > 1,
         "interleave": plan.get("interleave", 1) > 1,
         "tp_overlap": bool(plan.get("tp_overlap", False)),
+        "ep_overlap": bool(plan.get("ep_overlap", False)),
         "hybrid": bool(plan.get("hybrid", False)),
     }
 
@@ -65,6 +67,7 @@ def mask(stack: Stack, cols: dict[str, np.ndarray]) -> np.ndarray:
         "interleave": lambda v: v > 1,
         "sp": lambda v: v.astype(bool),
         "tp_overlap": lambda v: v.astype(bool),
+        "ep_overlap": lambda v: v.astype(bool),
         "hybrid": lambda v: v.astype(bool),
     }
     for key, used in flags.items():
