@@ -21,6 +21,7 @@ LLAMA3 = "arxiv.org/abs/2407.21783"
 LLAMA3_CARD = "github.com/meta-llama/llama3/blob/13e795f906b6b46c585f558854e2177f74e49525/MODEL_CARD.md"
 NEMO = "github.com/NVIDIA/NeMo/blob/8cfedd7203462cb251a914e700e5605444277561/nemo/collections/llm/recipes/"
 MIXTRAL = "arxiv.org/abs/2401.04088"
+DEEPSEEK_V3 = "arxiv.org/abs/2412.19437"
 
 # net -> (seq_len, tokens, global_batch in sequences, global_batch_tokens, where tokens and batch were read)
 CITED = {
@@ -35,6 +36,8 @@ CITED = {
     "llama3-70b": (8192, 15_000_000_000_000, 512, 4_194_304, (LLAMA3_CARD, NEMO + "llama3_70b.py")),
     # Jiang et al. 2024: trained with a 32k context; tokens and batch unpublished
     "mixtral-8x7b": (32768, None, None, None, (MIXTRAL, None)),
+    # DeepSeek-V3 report: 14.8T tokens (abstract), 4K sequences and 15,360 after the ramp (§4.2)
+    "deepseek-v3": (4096, 14_800_000_000_000, 15360, 62_914_560, (DEEPSEEK_V3, DEEPSEEK_V3)),
 }
 
 

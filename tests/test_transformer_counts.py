@@ -26,7 +26,7 @@ from costs.specs.graph import build_net
 from costs.specs.transformer_spec import build_layers
 from planner import catalog
 
-TRANSFORMERS = ("bert-large", "gpt2-xl", "gpt3-175b", "llama3-8b", "llama3-70b", "mixtral-8x7b")
+TRANSFORMERS = ("bert-large", "gpt2-xl", "gpt3-175b", "llama3-8b", "llama3-70b", "mixtral-8x7b", "deepseek-v3")
 
 # Published totals, each with the rounding it is published at (absolute tolerance = half a unit
 # of its last digit).
@@ -49,6 +49,9 @@ PUBLISHED = {
     # 1.56B: 1,557,611,200 with the tied embedding and 1024 learned positions (GPT-2's paper
     # rounds to 1542M; the issue's reference is 1.56B).
     "gpt2-xl": (1.56e9, 0.005e9),
+    # "671B total parameters": README of github.com/deepseek-ai/DeepSeek-V3 at 9b4e978 (the main
+    # model; the 14B multi-token-prediction module is not in it); exact count in test_llm_experts.py
+    "deepseek-v3": (671e9, 0.5e9),
 }
 MIXTRAL_ACTIVE = (12.9e9, 0.05e9)
 
@@ -71,7 +74,9 @@ def _matmul_params(net) -> int:
 
 def _attention_term(net) -> float:
     m = net.meta["model"]
-    full = 12.0 * m["n_layers"] * m["n_heads"] * (m.get("head_dim") or m["d_model"] // m["n_heads"])
+    qk = m.get("head_dim") or m["d_model"] // m["n_heads"]
+    v = (m.get("mla") or {}).get("v_head_dim", qk)  # MLA's value heads are narrower (128 of 192)
+    full = 6.0 * m["n_layers"] * m["n_heads"] * (qk + v)
     skips = m.get("attention") == "flash" and m.get("causal", True)
     return full * m["seq_len"] * (0.5 if skips else 1.0)
 
