@@ -26,7 +26,15 @@ from costs.specs.graph import build_net
 from costs.specs.transformer_spec import build_layers
 from planner import catalog
 
-TRANSFORMERS = ("bert-large", "gpt2-xl", "gpt3-175b", "llama3-8b", "llama3-70b", "mixtral-8x7b", "deepseek-v3")
+TRANSFORMERS = (
+    "bert-large",
+    "gpt2-xl",
+    "gpt3-175b",
+    "llama3-8b",
+    "llama3-70b",
+    "mixtral-8x7b",
+    "deepseek-v3",
+)
 
 # Published totals, each with the rounding it is published at (absolute tolerance = half a unit
 # of its last digit).
