@@ -273,7 +273,7 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         sp=row.choice("sp", ("", "no", "yes"), "yes or no", allow_empty=True) == "yes",
         recompute=_recompute(row, net),
         tp_overlap=row.choice("tp_overlap", ("", "no", "yes"), "yes or no", allow_empty=True) == "yes",
-        ep_overlap=bool(EP_OVERLAP_FRAMEWORKS.match(row.text("framework"))),
+        ep_overlap=bool(EP_OVERLAP_FRAMEWORKS.match(row.text("framework", allow_empty=True))),
         flops_per_sample=_flops(row, net, metric, seq_len),
     )
 
