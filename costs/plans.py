@@ -41,6 +41,7 @@ class Plans:
     tp_overlap: np.ndarray  # bool: tensor-parallel collectives overlapped with the GEMMs
     cp: np.ndarray  # context-parallel degree: the sequence split over cp GPUs (workers = tp cp pp dp)
     cp_comm: np.ndarray  # how context parallelism moves keys and values (costs.llm.context.CP_COMM)
+    ep_overlap: np.ndarray  # bool: expert all-to-alls overlapped with another microbatch's compute
 
     def __len__(self) -> int:
         return int(self.device.shape[0])
@@ -69,8 +70,9 @@ _DEFAULTS = dict(
     tp_overlap=False,
     cp=1,
     cp_comm=0,
+    ep_overlap=False,
 )
-_DTYPES = dict(ppp_comp=float, ppp_comm=float, pipeline=bool, sp=bool, tp_overlap=bool)
+_DTYPES = dict(ppp_comp=float, ppp_comm=float, pipeline=bool, sp=bool, tp_overlap=bool, ep_overlap=bool)
 
 
 def plans(n_layers: int, **columns) -> Plans:

@@ -37,7 +37,7 @@ FILE_NETS = {
     "transformer.csv": {"bert-large"},
     "llm.csv": MEGATRON
     | MPT
-    | {"gpt3-175b", "llama3-8b", "llama3-70b", "llama2-13b", "llama2-70b", "qwen3-30b-a3b"},
+    | {"gpt3-175b", "llama3-8b", "llama3-70b", "llama2-13b", "llama2-70b", "qwen3-30b-a3b", "deepseek-v3"},
 }
 PENDING_NETS = {
     "resnet101",

@@ -21,7 +21,7 @@ from planner.calibrate.fitting import predict
 from planner.calibrate.predict import RunTable, predictable
 from planner.metrics.model import default_profile
 
-COUNTS = {"cnn.csv": 191, "transformer.csv": 105, "llm.csv": 239}
+COUNTS = {"cnn.csv": 191, "transformer.csv": 105, "llm.csv": 240}
 
 
 @pytest.fixture(scope="module")
@@ -144,14 +144,14 @@ def test_a_transformer_is_costed_at_the_run_sequence_length():
 
 def test_model_parallel_runs_are_set_aside_only_under_paleo_rules(shipped):
     """The modern rules predict every run (costs.llm.evaluator models TP and PP); PALEO's rule sets do
-    not model them, so validate under them sets the 24 model-parallel runs (22 split by tensor or
-    pipeline parallelism, two by expert parallelism) aside in one line."""
+    not model them, so validate under them sets the 25 model-parallel runs (23 split by tensor or
+    pipeline parallelism, two by expert parallelism alone) aside in one line."""
     kept, note = predictable(shipped["llm.csv"])
-    assert len(kept) == 239 and note == ""
+    assert len(kept) == 240 and note == ""
     kept, note = predictable(shipped["llm.csv"], "paleo-2018")
     megatron = [r.net for r in kept if r.source.startswith("megatron")]
     assert megatron == ["megatron-gpt-1.7b", "megatron-core-gpt-1.7b", "llama3-8b"] and len(kept) == 3 + 212
-    assert note == "24 model-parallel runs skipped: rules paleo-2018 do not model TP/PP/EP"
+    assert note == "25 model-parallel runs skipped: rules paleo-2018 do not model TP/PP/EP"
     assert predictable(shipped["cnn.csv"], "paleo-2018")[1] == ""
 
 
@@ -219,7 +219,9 @@ FP8_RUNS = {
 
 
 def _fp8(shipped) -> list[measurements.Run]:
-    return [r for r in shipped["llm.csv"] if r.precision == "fp8"]
+    """The FP8 runs of NVIDIA's summaries (DeepSeek-V3's report prints no split table:
+    tests/test_llm_experts.py checks its row)."""
+    return [r for r in shipped["llm.csv"] if r.precision == "fp8" and not r.source.startswith("deepseek-")]
 
 
 def test_fp8_runs_carry_the_published_split_and_their_recipe_settings(shipped):
@@ -236,7 +238,8 @@ def test_pipelines_interleave_whole_layers(shipped):
     divides the layers (Llama 3 70B: 80 = 8 x 5 x 2; GPT-3 175B: 96 = 8 x 6 x 2)."""
     for r in shipped["llm.csv"]:
         layers = catalog.net_spec(r.net)["model"]["n_layers"]
-        assert layers % (r.pp * r.interleave) == 0, (r.source, r.net)
+        if not r.source.startswith("deepseek-"):  # HAI-LLM: 61 layers, PP 16
+            assert layers % (r.pp * r.interleave) == 0, (r.source, r.net)
         assert r.interleave == 1 or r.pp > 1
     assert {r.interleave for r in shipped["llm.csv"]} == {1, 5, 6}
 

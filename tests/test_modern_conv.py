@@ -94,6 +94,7 @@ def test_winograd_only_on_3x3_stride1_convolutions(name):
             "Linear",
             "LMHead",
             "MoE",
+            "MLA",
             "Conv2D",
             "SqueezeExcite",
         ):

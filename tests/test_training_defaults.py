@@ -22,6 +22,7 @@ LLAMA3_CARD = "github.com/meta-llama/llama3/blob/13e795f906b6b46c585f558854e2177
 NEMO = "github.com/NVIDIA/NeMo/blob/8cfedd7203462cb251a914e700e5605444277561/nemo/collections/llm/recipes/"
 MIXTRAL = "arxiv.org/abs/2401.04088"
 LLAMA2_CARD = "github.com/meta-llama/llama/blob/0e3444bca7a3e02f25f2c9f9e778866fecdae567/MODEL_CARD.md"
+DEEPSEEK_V3 = "arxiv.org/abs/2412.19437"
 
 # net -> (seq_len, tokens, global_batch in sequences, global_batch_tokens, where tokens and batch were read)
 CITED = {
@@ -40,6 +41,8 @@ CITED = {
     "llama3.1-405b": (8192, 15_600_000_000_000, 2048, 16_777_216, (LLAMA3, LLAMA3)),
     # Jiang et al. 2024: trained with a 32k context; tokens and batch unpublished
     "mixtral-8x7b": (32768, None, None, None, (MIXTRAL, None)),
+    # DeepSeek-V3 report: 14.8T tokens (abstract), 4K sequences and 15,360 after the ramp (§4.2)
+    "deepseek-v3": (4096, 14_800_000_000_000, 15360, 62_914_560, (DEEPSEEK_V3, DEEPSEEK_V3)),
 }
 
 

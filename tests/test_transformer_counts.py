@@ -35,6 +35,7 @@ TRANSFORMERS = (
     "llama3-70b",
     "llama3.1-405b",
     "mixtral-8x7b",
+    "deepseek-v3",
 )
 
 # Published totals, each with the rounding it is published at (absolute tolerance = half a unit
@@ -63,6 +64,9 @@ PUBLISHED = {
     # 32,000 x 8,192 + 8,192; 126 x 3,187,703,808 + 2 x 128,256 x 16,384 + 16,384)
     "llama2-70b": (68_976_648_192, 0),
     "llama3.1-405b": (405_853_388_800, 0),
+    # "671B total parameters": README of github.com/deepseek-ai/DeepSeek-V3 at 9b4e978 (the main
+    # model; the 14B multi-token-prediction module is not in it); exact count in test_llm_experts.py
+    "deepseek-v3": (671e9, 0.5e9),
 }
 MIXTRAL_ACTIVE = (12.9e9, 0.05e9)
 
@@ -85,7 +89,9 @@ def _matmul_params(net) -> int:
 
 def _attention_term(net) -> float:
     m = net.meta["model"]
-    full = 12.0 * m["n_layers"] * m["n_heads"] * (m.get("head_dim") or m["d_model"] // m["n_heads"])
+    qk = m.get("head_dim") or m["d_model"] // m["n_heads"]
+    v = (m.get("mla") or {}).get("v_head_dim", qk)  # MLA's value heads are narrower (128 of 192)
+    full = 6.0 * m["n_layers"] * m["n_heads"] * (qk + v)
     skips = m.get("attention") == "flash" and m.get("causal", True)
     return full * m["seq_len"] * (0.5 if skips else 1.0)
 

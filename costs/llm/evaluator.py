@@ -26,7 +26,8 @@ Per plan: ``t`` = tp, ``p`` = pp, ``v`` = interleave, ``c`` = cp, ``m`` microbat
               the core attention at ``1 / c`` of the whole sequence's, hidden states ``1 / c`` as
               large; gradients and ZeRO's shards span the ``d c`` GPUs with the same weights
   experts     two all-to-alls (dispatch, combine) of ``b s k h`` per MoE layer forward and two
-              backward over the ``ep`` GPUs (Lepikhin et al. 2020, arXiv:2006.16668, §2.2)
+              backward over the ``ep`` GPUs, inside the node and across it, exposed or, with
+              ``ep_overlap``, behind another microbatch's compute (:mod:`costs.llm.experts`)
   data par.   fp32 gradients all-reduced over ``d`` (ZeRO 1: reduce-scatter plus a parameter
               all-gather, once per step; ZeRO 2: the reduce-scatter every microbatch; ZeRO 3:
               also two parameter all-gathers per microbatch, forward and backward: 1.5x the
@@ -52,8 +53,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from costs.comm import collectives, overlap
-from costs.hardware import ELEMENT_SIZE, DeviceTable, LinkTable
-from costs.llm import context
+from costs.hardware import ELEMENT_SIZE, FP8, DeviceTable, LinkTable
+from costs.llm import context, experts
 from costs.llm import memory as llm_memory
 from costs.llm.memory import FULL, SELECTIVE
 from costs.llm.shard import BLOCK, EMBED, HEAD, Shard, block_weights, dims, shard
@@ -168,6 +169,7 @@ class _Ctx:
         self.elem = ELEMENT_SIZE[plans.precision]
         self.sp_div = np.where(plans.sp, self.t, 1.0)
         self.tp_overlap = plans.tp_overlap
+        self.ep_overlap, self.fp8 = plans.ep_overlap, plans.precision == FP8
         intra, net = plans.intra_link, plans.network
         self.intra_bw, self.intra_lat = links.bandwidth[intra] * eff.link[intra], links.latency[intra]
         self.net_bw, self.net_lat = links.bandwidth[net] * eff.link[net], links.latency[net]
@@ -180,7 +182,7 @@ def _link(c: _Ctx, crosses):
     return np.where(crosses, c.net_bw, c.intra_bw), np.where(crosses, c.net_lat, c.intra_lat)
 
 
-def _microbatch(c: _Ctx, x: dict, recompute) -> dict:
+def _microbatch(c: _Ctx, x: dict, recompute, nics=None) -> dict:
     """Seconds per microbatch of a block, the embedding side and the head side."""
     blk_f = x["blk_f"] + x["rep_f"] / c.sp_div
     blk_b = x["blk_b"] + x["rep_b"] / c.sp_div
@@ -193,11 +195,9 @@ def _microbatch(c: _Ctx, x: dict, recompute) -> dict:
     tp_blk = np.where(c.tp_overlap, np.maximum(tp_blk - (x["blk_f"] + x["blk_b"]), 0.0), tp_blk)
     moe = c.m.get("moe")
     a2a = np.zeros_like(ar)
-    if moe:
-        bw, lat = _link(c, c.t * c.e > c.per_node)
-        nbytes = c.hidden * moe["top_k"] * (c.e - 1) / c.e
-        a2a = np.where(c.e > 1, (4.0 + 2.0 * (recompute == FULL)) * (nbytes / bw + (c.e - 1) * lat), 0.0)
-        a2a = a2a * block_weights(c.m)[-1]  # the sparse layers' share (dense layers send nothing)
+    if moe:  # exposed all-to-all seconds (costs.llm.experts); dense layers send nothing
+        a2a = experts.all_to_all_s(c, moe, recompute == FULL, blk_f + blk_b + rec, nics)
+        a2a = a2a * block_weights(c.m)[-1]
     bw, lat = _link(c, context.crosses_nodes(c.t, c.cp, c.per_node))
     cp = context.times(c.m, c.b, c.elem, c.t, c.cp, c.cp_comm, recompute, bw, lat, x["att_f"], x["att_b"])
     return dict(
@@ -332,22 +332,24 @@ def evaluate(
     n = len(plans)
     x = {k: np.zeros(n) for k in _PARTS + _KERNELS + _PER_SHARD}
     model = costs.net.meta["model"]
-    span = int(plans.cp.max(initial=1)) + 1
-    keys, inv = _unique(plans.tp * span + plans.cp)  # each (tp, cp) pair once, in O(n)
-    order = np.argsort(inv, kind="stable")
-    ends = np.cumsum(np.bincount(inv, minlength=len(keys)))
-    for key, lo, hi in zip(keys, ends - np.bincount(inv, minlength=len(keys)), ends, strict=True):
-        tp, cp = divmod(int(key), span)
-        whole = shard(model, tp, costs.rules)
-        part = shard({**model, "seq_len": model["seq_len"] // cp}, tp, costs.rules) if cp > 1 else whole
+    ep = plans.ep if model.get("moe") else np.ones_like(plans.ep)
+    span_c, span_e = int(plans.cp.max(initial=1)) + 1, int(ep.max(initial=1)) + 1
+    keys, inv = _unique((plans.tp * span_e + ep) * span_c + plans.cp)  # each (tp, ep, cp) once, O(n)
+    counts = np.bincount(inv, minlength=len(keys))
+    order, ends = np.argsort(inv, kind="stable"), np.cumsum(counts)
+    for key, lo, hi in zip(keys, ends - counts, ends, strict=True):
+        te, cp = divmod(int(key), span_c)
+        tp, e = divmod(te, span_e)
+        whole = shard(model, tp, costs.rules, e)
+        part = shard({**model, "seq_len": model["seq_len"] // cp}, tp, costs.rules, e) if cp > 1 else whole
         _part_times(part, devices, eff, plans, order[lo:hi], x, whole if cp > 1 else None, float(cp))
     c = _Ctx(costs, plans, devices, links, eff)
-    u = _microbatch(c, x, plans.recompute)
+    nics = opt.nics_per_node if nics_per_node is None else nics_per_node
+    u = _microbatch(c, x, plans.recompute, nics)
     stage = _pipeline(c, x, u, plans.workers)
     params = _params(c, x, stage["n"])
     per_mb = stage["f"] + stage["b"] + stage["tp"] + stage["pp"] + stage["ep"] + stage["cp"]
     bubble = (c.p - 1.0) / c.v * per_mb
-    nics = opt.nics_per_node if nics_per_node is None else nics_per_node
     sync, sync_total, p_sync = _sync(c, plans, params, stage, opt.bucket_bytes, nics)
 
     dev, prec = plans.device, plans.precision

@@ -14,8 +14,9 @@ one block (:mod:`costs.specs.transformer_spec`), shaped and costed by the same c
 multiplies the block by the layers of a pipeline stage. A mixture of experts after dense layers
 (DeepSeek-V3's ``first_dense``) is a dense and a sparse block, each weighted by its share of
 the layers (:func:`block_weights`): the weighted block is the average layer. Experts of a mixture of experts stay
-whole in the shard's costs (the tokens a GPU sends its experts equal, on average, the tokens
-it holds, whatever the expert-parallel degree); expert parallelism divides their parameters.
+whole in the shard's compute (the tokens a GPU sends its experts equal, on average, the tokens
+it holds, whatever the expert-parallel degree); expert parallelism divides their parameters, and
+a GPU reads and writes the weights of its ``ceil(n_experts / ep)`` experts only.
 """
 
 from __future__ import annotations
@@ -104,9 +105,11 @@ def _part(name: str) -> int:
 # A calibration scores a hundred (net, sequence length) groups at a few TP degrees each, every
 # trial: the cache must hold them all (a shard is one block's layers, a few kB).
 @lru_cache(maxsize=2048)
-def _build(model_json: str, tp: int, rules) -> Shard:
+def _build(model_json: str, tp: int, rules, ep: int = 1) -> Shard:
     model = json.loads(model_json)
     m = shard_model(model, tp)
+    if ep > 1 and m.get("moe"):  # the experts whose weights this GPU holds
+        m["moe"] = {**m["moe"], "local_experts": -(-m["moe"]["n_experts"] // ep)}
     net = build_net({"name": f"shard-tp{tp}", "layers": build_layers(m)}, f"shard-tp{tp}", rules)
     costs = coefficients.build(net, rules)
     t = roofline.build(net, costs.params)
@@ -147,6 +150,7 @@ def _router(s) -> int:
     return s.in_shapes[0][1] * int(s.layer.spec["n_experts"])
 
 
-def shard(model: dict, tp: int, rules) -> Shard:
-    """The (cached) shard of a transformer description at tensor-parallel degree ``tp``."""
-    return _build(json.dumps(model, sort_keys=True), int(tp), rules)
+def shard(model: dict, tp: int, rules, ep: int = 1) -> Shard:
+    """The (cached) shard of a transformer description at tensor-parallel degree ``tp`` and
+    expert-parallel degree ``ep``."""
+    return _build(json.dumps(model, sort_keys=True), int(tp), rules, int(ep) if model.get("moe") else 1)

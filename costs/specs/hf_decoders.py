@@ -213,6 +213,8 @@ def _deepseek_v3(cfg: dict) -> dict:
         "n_shared": cfg.get("n_shared_experts") and as_int(cfg, "n_shared_experts"),
         "first_dense": dense,
     }
+    if cfg.get("n_group") and cfg.get("topk_group"):  # group-limited routing (§2.1.2; costs.llm.experts)
+        moe.update(groups=as_int(cfg, "n_group"), group_top_k=as_int(cfg, "topk_group"))
     return {**desc, "moe": moe}
 
 

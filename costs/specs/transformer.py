@@ -263,8 +263,10 @@ def _moe_cost(s: ShapedLayer) -> dict[str, Cost]:
         act = _pointwise(seq * k * f, seq * k * f, 8 * seq * k * f, 12 * seq * k * f)
     route = _pointwise(seq * e, seq * e, 6 * seq * e, 3 * seq * e)  # softmax, top-k
     combine = _pointwise(seq * k * d, seq * d, 2 * seq * k * d, 2 * seq * k * d)  # gate-weighted sum
-    # The weights of all e experts are read (forward, data gradient) and written (gradients).
-    moved = {p: Cost(weights=(e - 1) * _expert_params(s)) for p in PHASES}  # the GEMMs count one
+    # The weights of every expert on the GPU (all e, or its share under expert parallelism) are
+    # read (forward, data gradient) and written (gradients).
+    local = int(s.layer.spec.get("local_experts", e))
+    moved = {p: Cost(weights=(local - 1) * _expert_params(s)) for p in PHASES}  # the GEMMs count one
     return _merge(_gemm(seq, d, e), up, down, act, route, combine, moved)
 
 

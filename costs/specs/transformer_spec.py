@@ -21,8 +21,10 @@ attention over that many keys) with ``local_layers`` (the indices of the layers 
 all of them when absent) or, in a one-block shard, ``window_share`` (the share of local layers),
 ``mla`` (DeepSeek's multi-head latent attention: ``q_lora_rank`` (null: no query latent),
 ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``), and in ``moe``:
-``n_shared`` (always-on experts of ``d_ff`` each, summed with the routed ones) and
-``first_dense`` (the first layers keep a dense feed-forward of the model's ``d_ff``).
+``n_shared`` (always-on experts of ``d_ff`` each, summed with the routed ones),
+``first_dense`` (the first layers keep a dense feed-forward of the model's ``d_ff``) and
+``groups`` with ``group_top_k`` (a token's experts come from at most ``group_top_k`` of
+``groups`` expert groups: DeepSeek-V3's node-limited routing; only the all-to-all cost reads it).
 
 Run as ``python -m costs.specs.transformer_spec FILE...`` to rewrite each file's ``layers`` from its
 ``model`` (the zoo's transformer files are generated this way).
@@ -146,6 +148,8 @@ def _ffn(m: dict, x: str, i: int) -> dict[str, dict]:
     width = moe.get("d_ff", m["d_ff"])
     spec = {"type": "MoE", "parents": [x], "d_ff": width, "activation": m["activation"]}
     out = {"moe": {**spec, "n_experts": moe["n_experts"], "top_k": moe["top_k"]}}
+    if moe.get("local_experts"):  # an expert-parallel shard holds these (costs.llm.shard)
+        out["moe"]["local_experts"] = moe["local_experts"]
     if moe.get("n_shared"):
         out.update(_mlp(m, x, moe["n_shared"] * width, "shared_"))
         out["ffn_sum"] = {"type": "Add", "parents": ["moe", "shared_down"]}

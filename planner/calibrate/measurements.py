@@ -27,6 +27,7 @@ row (1-based, header excluded) and the column, and nothing is read.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +59,9 @@ RECOMPUTE = ("", "none", "selective", "full")
 # (one GPU, or not stated) and "nccl"/"horovod" mean NCCL's ring; a parameter server sends every
 # gradient to one place and back, which is PALEO's one-to-all.
 SCHEME_ALIASES = {"": "ring", "nccl": "ring", "horovod": "ring", "ps": "onetoall"}
+# Frameworks whose runs overlap the expert all-to-all with compute (costs.llm.experts): DeepSeek's
+# HAI-LLM trains DeepSeek-V3 with DualPipe and its all-to-all kernels (arXiv:2412.19437 §3.2).
+EP_OVERLAP_FRAMEWORKS = re.compile(r"^hai-llm")
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,7 @@ class Run:
     tp_overlap: bool = False  # tensor-parallel communication overlapped with GEMMs (source says so)
     cp: int = 1  # context-parallel size
     cp_comm: str = "p2p"  # its key/value exchange (costs.llm.context.CP_COMM)
+    ep_overlap: bool = False  # expert all-to-alls overlapped with compute (EP_OVERLAP_FRAMEWORKS)
     flops_per_sample: float | None = None  # model FLOPs per sequence as the source counts them
 
     @property
@@ -277,6 +282,7 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         tp_overlap=row.choice("tp_overlap", ("", "no", "yes"), "yes or no", allow_empty=True) == "yes",
         cp=row.integer("cp", default=1),
         cp_comm=row.choice("cp_comm", ("", *CP_COMM), "context-parallel exchange", allow_empty=True) or "p2p",
+        ep_overlap=bool(EP_OVERLAP_FRAMEWORKS.match(row.text("framework", allow_empty=True))),
         flops_per_sample=_flops(row, net, metric, seq_len),
     )
 

@@ -96,6 +96,7 @@ class RunTable:
             tp_overlap=col(lambda r: r.tp_overlap, bool),
             cp=col(lambda r: r.cp),
             cp_comm=col(lambda r: CP_COMM.index(r.cp_comm)),
+            ep_overlap=col(lambda r: r.ep_overlap, bool),
         )
 
     def __len__(self) -> int:

@@ -135,6 +135,14 @@ def estimate(
         ),
     ] = False,
     ep: Annotated[int, typer.Option(help="Mixture of experts: expert-parallel degree.")] = 1,
+    ep_overlap: Annotated[
+        bool,
+        typer.Option(
+            "--ep-overlap",
+            help="Mixture of experts: expert all-to-alls overlapped with another microbatch's compute "
+            "(DeepEP with DualPipe, Megatron-Core's --overlap-moe-expert-parallel-comm).",
+        ),
+    ] = False,
     interleave: Annotated[int, typer.Option(help="Transformers: virtual pipeline stages per GPU.")] = 1,
     cp: Annotated[
         int, typer.Option(help="Transformers: context-parallel degree (the sequence split over cp GPUs).")
@@ -291,6 +299,7 @@ def _estimate_request(o: dict):
             sp=o["sp"],
             tp_overlap=o["tp_overlap"],
             ep=o["ep"],
+            ep_overlap=o["ep_overlap"],
             interleave=o["interleave"],
             cp=o["cp"],
             cp_comm=o["cp_comm"],

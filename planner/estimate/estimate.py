@@ -116,6 +116,7 @@ def check_stack(req: EstimateRequest, model: CostModel) -> None:
         "interleave": req.interleave,
         "tp_overlap": req.tp_overlap,
         "cp": req.cp,
+        "ep_overlap": req.ep_overlap,
         "zero": req.zero,
         "hybrid": req.parallel != "data",
     }

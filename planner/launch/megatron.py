@@ -3,7 +3,10 @@
 Flag names are Megatron-LM's (megatron/training/arguments.py, which builds most of them from
 Megatron-Core's TransformerConfig fields); the refusals are the assertions of its
 ``validate_args`` (NVIDIA/Megatron-LM, commit d98e8a64ddf34856e74b24714e3bedb2f5a39553,
-2026-08-22: the --use-torch-fsdp2 block and the --tp-comm-overlap check). ZeRO stages map onto Megatron's data-parallel options:
+2026-08-22: the --use-torch-fsdp2 block and the --tp-comm-overlap check; for the expert all-to-all
+overlap, --overlap-moe-expert-parallel-comm with the flex dispatcher on DeepEP, the checks of
+megatron/core/transformer/transformer_config.py and the field of model_parallel_config.py, same
+commit). ZeRO stages map onto Megatron's data-parallel options:
 1 = the distributed optimizer (optimizer state sharded), 2 = Megatron-FSDP sharding optimizer
 state and gradients (``--data-parallel-sharding-strategy optim_grads``), 3 = PyTorch FSDP2
 (``--use-torch-fsdp2``, parameters sharded too).
@@ -90,6 +93,14 @@ def parallel_args(plan: LaunchPlan) -> list[str]:
     }[plan.zero]
     if plan.tp_overlap:
         args.append("--tp-comm-overlap")
+    if plan.ep_overlap:  # the all-to-alls beside another microbatch's compute, DeepEP kernels
+        args += [
+            "--overlap-moe-expert-parallel-comm",
+            "--moe-token-dispatcher-type",
+            "flex",
+            "--moe-flex-dispatcher-backend",
+            "deepep",
+        ]
     args += {"bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16", "--fp8-format", "hybrid"]}.get(
         plan.precision, []
     )
@@ -111,6 +122,17 @@ def megatron_refusal(plan: LaunchPlan, name: str) -> str | None:
             return "ZeRO-3 is FSDP2 in Megatron-LM, and '--use-torch-fsdp2 requires --untie-embeddings-and-output-weights' (arguments.py); this net ties them"
     if plan.tp_overlap and not plan.sp:
         return "'Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is enabled' (arguments.py); the plan has it off"
+    return _ep_overlap_refusal(plan)
+
+
+def _ep_overlap_refusal(plan: LaunchPlan) -> str | None:
+    """Megatron-Core's TransformerConfig.__post_init__ checks of overlap_moe_expert_parallel_comm."""
+    if not plan.ep_overlap:
+        return None
+    if plan.pp > 1 and plan.interleave == 1:
+        return "'If enabling EP A2A overlap, virtual_pipeline_model_parallel_size must be specified when pipeline_model_parallel_size > 1' (transformer_config.py); the plan has interleave 1"
+    if plan.recompute == "full":
+        return "'disable full recomputation when enabling overlap_moe_expert_parallel_comm' (transformer_config.py)"
     return None
 
 

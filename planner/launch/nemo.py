@@ -79,6 +79,8 @@ class Nemo(Target):
         why = megatron_refusal(plan, "Megatron-Bridge")
         if why and "FSDP2" not in why:  # Megatron-Bridge shards ZeRO-3 with Megatron-FSDP, not FSDP2
             return why
+        if plan.ep_overlap:
+            return "this target writes no expert all-to-all overlap setting for Megatron-Bridge (use --target megatron)"
         if plan.net not in RECIPES:
             return (
                 f"Megatron-Bridge has no library recipe for {plan.net} (recipes here: {', '.join(RECIPES)})"

@@ -56,6 +56,7 @@ class LaunchPlan:
     tp_overlap: bool = False
     cp: int = 1  # context-parallel degree
     cp_comm: str = "p2p"  # costs.llm.context.CP_COMM
+    ep_overlap: bool = False
     seq_len: int | None = None
     model: dict | None = None
     iteration_ms: float | None = None
@@ -209,6 +210,7 @@ def plan_from_record(rec: dict, path: str | Path) -> LaunchPlan:
         tp_overlap=_flag(rec, "tp_overlap", path),
         cp=cp,
         cp_comm=_choice(rec, "cp_comm", path, CP_COMM, "p2p"),
+        ep_overlap=_flag(rec, "ep_overlap", path),
         seq_len=_int(rec, "seq_len", path, default=model["seq_len"]) if model else None,
         model=model,
         iteration_ms=rec.get("iteration_ms") or rec.get("expected", {}).get("iteration_ms"),

@@ -146,6 +146,8 @@ class Torchtitan(Target):
             return f"torchtitan has no config_registry entry for {plan.net} (here: {', '.join(CONFIGS)})"
         if plan.cp > 1 and plan.cp_comm == "a2a":
             return "torchtitan's context parallelism is ring attention (p2p or all_gather); the plan uses a2a (DeepSpeed-Ulysses; --target megatron runs it)"
+        if plan.ep_overlap:
+            return "this target writes no expert all-to-all overlap setting for torchtitan (use --target megatron)"
         if plan.zero == 1:
             return "torchtitan's FSDP2 shards parameters, gradients and optimizer state together: it has ZeRO 0, 2 and 3, no ZeRO-1"
         if plan.recompute == "selective":

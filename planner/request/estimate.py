@@ -55,6 +55,7 @@ class EstimateRequest:
     sp: bool = False
     tp_overlap: bool = False
     ep: int = 1
+    ep_overlap: bool = False  # expert all-to-alls overlapped with compute (costs.llm.experts)
     interleave: int = 1
     cp: int = 1  # context-parallel degree: the sequence split over cp GPUs
     cp_comm: str = "p2p"  # how context parallelism moves keys and values (costs.llm.context.CP_COMM)
@@ -80,6 +81,7 @@ class EstimateRequest:
                 self.cp,
             )
             != (1, 1, 0, "none", False, 1, 1, False, 1)
+            or self.ep_overlap
             or self.microbatch is not None
             or self.global_batch is not None
         )
@@ -149,6 +151,10 @@ def _validate_parallel(req: EstimateRequest) -> None:
         raise BadInput(f"--zero {req.zero} (valid: 0, 1, 2, 3)")
     if req.cp_comm not in CP_COMM:
         raise BadInput(f"--cp-comm '{req.cp_comm}' (valid: {', '.join(CP_COMM)})")
+    if req.ep_overlap and req.ep < 2:
+        raise BadInput(
+            f"--ep-overlap overlaps the expert all-to-alls: it needs --ep 2 or more, got --ep {req.ep}"
+        )
     if req.recompute not in RECOMPUTE:
         raise BadInput(f"--recompute '{req.recompute}' (valid: {', '.join(RECOMPUTE)})")
     if req.optimizer not in defaults.OPTIMIZERS:
@@ -222,11 +228,11 @@ def _model_keys(data: dict) -> dict:
 
 def _llm_keys(data: dict) -> dict:
     """A transformer plan's parallel degrees, ZeRO stage, recomputation and sequence length, as
-    plan files record them (``sp`` and ``tp_overlap`` as on/off)."""
+    plan files record them (``sp``, ``tp_overlap`` and ``ep_overlap`` as on/off)."""
     out: dict = {k: int(data[k]) for k in ("tp", "pp", "zero", "ep", "interleave", "cp") if k in data}
     if data.get("cp_comm") is not None:
         out["cp_comm"] = str(data["cp_comm"])
-    out.update({k: data[k] == "on" for k in ("sp", "tp_overlap") if k in data})
+    out.update({k: data[k] == "on" for k in ("sp", "tp_overlap", "ep_overlap") if k in data})
     if "recompute" in data:
         out["recompute"] = str(data["recompute"])
     if data.get("seq_len") is not None:

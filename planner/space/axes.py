@@ -30,7 +30,7 @@ from costs.hardware import PRECISIONS
 from planner.errors import BadInput, UnsupportedError
 from planner.hosts import node_sizes
 from planner.request.parse import parse_int_list
-from planner.space import llm_axes, stack_axis
+from planner.space import cp_axes, llm_axes, stack_axis
 from planner.space.declare import Axis, Chosen, Field, SpaceView
 
 if TYPE_CHECKING:
@@ -282,6 +282,7 @@ AXES: tuple[Axis, ...] = (
         "default 1). With --global-batch each microbatch is global batch / (GPUs x steps).",
     ),
     *llm_axes.AXES,
+    *cp_axes.AXES,
     stack_axis.AXIS,  # last: its validity reads the parallelism axes
 )
 

@@ -43,6 +43,7 @@ def stack_valid(ch: Chosen) -> np.ndarray:
         "interleave": ch.value("interleave"),
         "tp_overlap": ch.value("tp_overlap") == "on",
         "cp": ch.value("cp"),
+        "ep_overlap": ch.value("ep_overlap") == "on",
         "zero": ch.value("zero"),
         "hybrid": ch.value("split") < ch.space.n_layers,
     }

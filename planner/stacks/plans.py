@@ -20,6 +20,7 @@ _WHAT = {
     "interleave": "an interleaved pipeline schedule (--interleave)",
     "tp_overlap": "tensor-parallel communication overlap (--tp-overlap)",
     "cp": "context parallelism (--cp)",
+    "ep_overlap": "expert all-to-all overlap (--ep-overlap)",
     "hybrid": "a model-parallel split (--parallel hybrid or model)",
 }
 
@@ -34,6 +35,7 @@ def _used(plan: dict) -> dict[str, bool]:
         "interleave": plan.get("interleave", 1) > 1,
         "tp_overlap": bool(plan.get("tp_overlap", False)),
         "cp": plan.get("cp", 1) > 1,
+        "ep_overlap": bool(plan.get("ep_overlap", False)),
         "hybrid": bool(plan.get("hybrid", False)),
     }
 
@@ -68,6 +70,7 @@ def mask(stack: Stack, cols: dict[str, np.ndarray]) -> np.ndarray:
         "cp": lambda v: v > 1,
         "sp": lambda v: v.astype(bool),
         "tp_overlap": lambda v: v.astype(bool),
+        "ep_overlap": lambda v: v.astype(bool),
         "hybrid": lambda v: v.astype(bool),
     }
     for key, used in flags.items():

@@ -26,7 +26,7 @@ DEFAULT = {"transformer": "megatron", "cnn": "optimized-cnn"}
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,39}$")
 _STACK_KEYS = {"description", "framework", "versions", "kernels", "data_parallel", "families", "profile"}
 _RUN_KEYS = {"files", "framework", "sources", "family"}
-PLAN_BOOLS = ("tp", "pp", "sp", "ep", "interleave", "tp_overlap", "cp", "hybrid")
+PLAN_BOOLS = ("tp", "pp", "sp", "ep", "interleave", "tp_overlap", "ep_overlap", "cp", "hybrid")
 _PLAN_KEYS = {*PLAN_BOOLS, "zero", "zero_with_pp", "source"}
 
 
@@ -51,7 +51,7 @@ class Stack:
     user: bool = False
 
     def allows(self, key: str) -> bool:
-        """Whether its plans may use ``key`` (tp, pp, sp, ep, interleave, tp_overlap, cp, hybrid)."""
+        """Whether its plans may use ``key`` (tp, pp, sp, ep, interleave, tp_overlap, ep_overlap, cp, hybrid)."""
         return bool(self.plans.get(key, True))
 
     @property
