@@ -35,7 +35,7 @@ def predictable(runs: Sequence[Run], rules: str = "modern") -> tuple[list[Run], 
         return list(runs), ""
     kept = [r for r in runs if not r.model_parallel]
     skipped = len(runs) - len(kept)
-    note = f"{skipped} model-parallel runs skipped: rules {rules} do not model TP/PP/EP" if skipped else ""
+    note = f"{skipped} model-parallel runs skipped: rules {rules} do not model TP/PP/EP/CP" if skipped else ""
     return kept, note
 
 
