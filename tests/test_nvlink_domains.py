@@ -230,3 +230,25 @@ def test_tensor_parallel_groups_wider_than_8_fill_part_of_a_domain(capsys):
         capsys, "optimize", "gpt3-175b", "--gpu", "H100_SXM", "--budget", "144gpus", "--tp", "12"
     )
     assert code == 2 and "--tp 12 is wider than a node (8 GPUs per node at most for these GPUs)" in err
+
+
+def test_launch_files_count_hosts_not_nvlink_domains():
+    """A plan on 2 GB200 NVL72 domains runs on 36 hosts of 4 GPUs (one compute tray each:
+    MLCommons Inference v6.1, Crusoe's GB200-NVL72 system description, accelerators_per_node 4):
+    Slurm nodes, --gres and torchrun's processes per node count the hosts, the degrees stay."""
+    from planner.launch.plan import plan_from_record
+    from planner.launch.slurm import Slurm
+    from planner.launch.target import LaunchOptions
+
+    rec = dict(
+        net="llama3-70b", gpu="GB200", network="ib_xdr", gpus=144, gpus_per_node=72, precision="bf16",
+        scheme="ring", microbatch=1, accumulation=4, tp=8, zero=1, parallel="data",
+    )  # fmt: skip
+    plan = plan_from_record(rec, "plan.json")
+    assert (plan.gpus_per_node, plan.nodes, plan.nvlink_domain, plan.tp, plan.dp) == (4, 36, 72, 8, 18)
+    files = Slurm().files(plan, LaunchOptions(), "train")
+    text = next(iter(files.values()))
+    assert "#SBATCH --nodes=36" in text and "#SBATCH --gres=gpu:4" in text
+    assert "# NVLink domain: 72 GPUs = 18 hosts of 4" in text
+    h100 = plan_from_record({**rec, "gpu": "H100_SXM", "gpus_per_node": 8, "network": "ib_ndr"}, "plan.json")
+    assert (h100.gpus_per_node, h100.nodes, h100.nvlink_domain) == (8, 18, 8)

@@ -54,6 +54,7 @@ class LaunchPlan:
     ep: int = 1
     interleave: int = 1
     tp_overlap: bool = False
+    nvlink_domain: int | None = None  # the plan's GPUs per node (NVLink domain); None: one host
     cp: int = 1  # context-parallel degree
     cp_comm: str = "p2p"  # costs.llm.context.CP_COMM
     ep_overlap: bool = False
@@ -129,6 +130,20 @@ def _flag(rec: dict, key: str, path: Path) -> bool:
     raise BadInput(f"plan {path}: field '{key}' is {value!r} (valid: on, off)")
 
 
+def _per_host(device: str, per_node: int) -> int:
+    """GPUs per host (one torchrun, one Slurm node) of a plan's node: the plan's node is an NVLink
+    domain, which spans several hosts on rack-scale systems (GB200 NVL72: trays of 4,
+    devices.toml ``gpus_per_host``)."""
+    from planner import catalog
+    from planner.errors import PlannerError
+
+    try:
+        host = catalog.device(device).raw.get("gpus_per_host")
+    except PlannerError as exc:
+        raise BadInput(f"plan: field 'gpu': {exc}") from None
+    return per_node if not host or per_node % host else min(per_node, int(host))
+
+
 def _model(net: str) -> dict | None:
     """The net's transformer description (a zoo spec's, or a Hugging Face config.json's as
     planner reads it), or None for a CNN."""
@@ -189,12 +204,14 @@ def plan_from_record(rec: dict, path: str | Path) -> LaunchPlan:
     acc = _int(rec, "accumulation", path, default=1)
     net = _text(rec, "net", path)
     model = _model(net)
+    device = _text(rec, "gpu", path)
     plan = LaunchPlan(
         net=net,
-        device=_text(rec, "gpu", path),
+        device=device,
         network=_text(rec, "network", path),
         gpus=gpus,
-        gpus_per_node=per_node,
+        gpus_per_node=_per_host(device, per_node),
+        nvlink_domain=per_node,
         precision=_choice(rec, "precision", path, PRECISIONS),
         scheme=_text(rec, "scheme", path),
         microbatch=micro,

@@ -32,6 +32,7 @@ class Slurm(Target):
             "#SBATCH --output=planner-%j.out",
             "set -euo pipefail",
             f"# plan: {plan.gpus} x {plan.device} ({plan.nodes} nodes x {plan.gpus_per_node}) over {plan.network}",
+            *_domain(plan),
             'cd "${SLURM_SUBMIT_DIR:-.}"',
             'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
             f"export MASTER_PORT={opts.port}",
@@ -43,3 +44,12 @@ class Slurm(Target):
             + "'",
         ]
         return {SCRIPT: "\n".join(lines) + "\n"}
+
+
+def _domain(plan: LaunchPlan) -> list[str]:
+    """A comment where the plan's NVLink domain spans several hosts (NCCL reaches the other
+    hosts' GPUs of the domain over NVLink by itself: its multi-node NVLink support)."""
+    domain = plan.nvlink_domain or plan.gpus_per_node
+    if domain <= plan.gpus_per_node:
+        return []
+    return [f"# NVLink domain: {domain} GPUs = {domain // plan.gpus_per_node} hosts of {plan.gpus_per_node}"]
