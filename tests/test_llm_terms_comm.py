@@ -163,13 +163,18 @@ def test_one_stage_has_no_bubble():
         (16, 2, 2.0, 0.0, (7, 9, 0)),  # w = 9: two stages split 16 blocks 7 + 9
         (30, 4, 1.0, 3.0, (8, 6, 8)),  # w = 8.5: rint(7.5) = 8, rint(5.5) = 6, ceil(16 / 2) = 8
         (8, 1, 3.0, 3.0, (8, 8, 0)),  # one stage holds everything
+        (12, 3, 0.0, 0.0, (4, 4, 4)),  # three stages: one middle stage
+        (8, 2, 10.0, 0.0, (0, 8, 0)),  # an embedding worth more than a stage: no block with it
     ],
 )
-def test_stages_balance_the_embedding_and_head_in_block_equivalents(L, p, emb, head, want):
+@pytest.mark.parametrize("unit", [1.0, 0.25, 3.0])
+def test_stages_balance_the_embedding_and_head_in_block_equivalents(L, p, emb, head, want, unit):
     """Megatron-LM's balanced split (Narayanan et al. 2021, §2.2): the stages share the blocks so
     that the first (with the embedding) and the last (with the LM head and loss) carry the same
-    work as a middle stage, in block-equivalents ``unit``; hand-computed cases."""
-    n1, nl, mid = llm._stages(L, np.array([float(p)]), np.array([1.0]), np.array([emb]), np.array([head]))
+    work as a middle stage, in block-equivalents (the ends' seconds over a block's ``unit``);
+    hand-computed cases, the same at any unit."""
+    times = [np.array([x * unit]) for x in (1.0, emb, head)]
+    n1, nl, mid = llm._stages(L, np.array([float(p)]), *times)
     assert (int(n1[0]), int(nl[0]), int(mid[0])) == want
 
 

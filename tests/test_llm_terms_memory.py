@@ -126,9 +126,23 @@ def test_zero_shards_the_model_states(dp):
     assert mem[0] - mem[1] == pytest.approx(P * 12 * (1 - 1 / dp), rel=1e-12)
     assert mem[1] - mem[2] == pytest.approx(P * 2 * (1 - 1 / dp), rel=1e-12)
     assert mem[2] - mem[3] == pytest.approx(P * 2 * (1 - 1 / dp) - 2 * 2 * block, rel=1e-12)
+    _, sgd = evaluate(m, Options("momentum", 0.0), batch=1, workers=dp, gpus_per_node=8, zero=[0, 1])
+    # momentum keeps one fp32 state (4 bytes) beside the fp32 master weights: 2 + 2 + 4 + 4
+    assert sgd.memory[0] - sgd.memory[1] == pytest.approx(P * 8 * (1 - 1 / dp), rel=1e-12)
+    assert mem[0] - sgd.memory[0] == pytest.approx(P * 4, rel=1e-12)  # Adam's second state
     _, fp32 = evaluate(m, batch=1, workers=dp, gpus_per_node=8, precision=0, zero=[0, 3])
     # fp32 training keeps 4 + 4 + 8 bytes (no master copy); ZeRO 3 shards them all
     assert fp32.memory[0] - fp32.memory[1] == pytest.approx(P * 16 * (1 - 1 / dp) - 2 * 4 * block, rel=1e-12)
+
+
+def test_zero_without_data_parallelism_shards_nothing():
+    """One data-parallel replica: every ZeRO stage keeps the 16 bytes per parameter whole (ZeRO 3
+    still holds its gathered layer and the next, 2 x 2 bytes x 12 h^2 + 13 h)."""
+    m = model()
+    h = m["d_model"]
+    _, r = evaluate(m, batch=1, workers=1, gpus_per_node=8, zero=[0, 1, 2, 3])
+    assert r.memory[1] == r.memory[0] and r.memory[2] == r.memory[0]
+    assert r.memory[3] - r.memory[0] == pytest.approx(2 * 2 * (12 * h * h + 13 * h), rel=1e-12)
 
 
 def test_expert_parallelism_divides_the_expert_parameters():

@@ -1,0 +1,50 @@
+"""The LLM evaluator's per-step terms outside communication and memory: kernel launches on the
+host, the optimizer step, and what a mixture of experts after dense layers weighs. On one GPU
+the LLM evaluator (one block times the layers, costs/llm/evaluator.py) must answer what the
+modern evaluator answers over every layer of the same graph (costs/modern/evaluator.py), with
+host and kernel overheads switched on so that kernel and tensor counts matter."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from llm_toy import BF16, DEVICES, IDEAL, LINKS, RING, model, net_costs
+
+from costs.llm import evaluator as llm
+from costs.modern import evaluator as modern
+from costs.modern.evaluator import Options
+from costs.plans import plans
+
+# a host that launches a kernel every millisecond, a 10 us floor per kernel: the step is
+# host-bound and the optimizer step kernel-bound, so both count kernels and parameter tensors
+SLOW_HOST = replace(IDEAL, host_per_kernel_s=1e-3, kernel_min_s=1e-5, iteration_s=2e-4)
+
+NETS = {
+    "dense": model(),
+    "moe after dense layers": model(moe={"n_experts": 4, "top_k": 2, "first_dense": 2}, dropout=False),
+    "moe": model(moe={"n_experts": 4, "top_k": 2}, dropout=False, attention="flash"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NETS))
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_one_gpu_step_is_the_layer_graph_s(name, optimizer):
+    """TP 1, PP 1, one GPU, 4 microbatches: forward, backward, the optimizer step (bytes over
+    the memory bandwidth or kernels x the kernel floor, whichever is longer) and the host's
+    kernel launches (kernels x dispatch time, beyond the GPU's time, plus a framework time per
+    microbatch) equal the modern evaluator's over the whole graph."""
+    costs = net_costs(NETS[name])
+    p = plans(
+        costs.n_layers, device=0, network=0, intra_link=1, precision=BF16, scheme=RING, batch=2, workers=1,
+        accumulation=4, recompute=0,
+    )  # fmt: skip
+    opt = Options(optimizer, 0.0)
+    a = llm.evaluate(costs, p, DEVICES, LINKS, efficiency=SLOW_HOST, options=opt)
+    b = modern.evaluate(costs, p, DEVICES, LINKS, efficiency=SLOW_HOST, options=opt)
+    for field in ("forward", "backward", "update", "overhead", "total"):
+        assert getattr(a, field)[0] == pytest.approx(getattr(b, field)[0], rel=1e-9), field
+    assert a.overhead[0] > 4 * 2e-4  # host-bound: the launches outlast the GPU
+    step_bytes_s = costs.total_params * {"adam": 16, "sgd": 8}[optimizer] / 2e12
+    assert a.update[0] > 2 * step_bytes_s  # kernel-bound: tensors x kernels x 10 us
+    assert a.local_params[0] == costs.total_params
