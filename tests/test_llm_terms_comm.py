@@ -74,13 +74,33 @@ def test_one_gpu_has_no_tensor_parallel_traffic():
     assert r.tp_comm[0] == 0 and r.act_comm[0] == 0
 
 
-def _split_compute(m: dict, t: int, b: int) -> float:
-    """Forward and backward seconds of one block's tensor-parallel split layers (the GEMMs and
-    attention; norms, adds and dropout run whole on each GPU) on the toy GPU."""
+def _block_compute(m: dict, t: int, b: int, replicated: bool = False) -> np.ndarray:
+    """(forward, backward) seconds of one block's tensor-parallel split layers (the GEMMs and
+    attention) on the toy GPU, or of its ``replicated`` ones (norms, adds and dropout, which
+    run whole on each GPU of the group)."""
     sh = llm_shard.shard(m, t, MODERN)
     times, _, inverse = layer_times(sh.terms, DEVICES, IDEAL, np.array([0]), np.array([BF16]), np.array([b]))
-    split = (sh.part == llm_shard.BLOCK) & ~sh.replicated
-    return float(times[split].sum(axis=(0, 1))[inverse][0])
+    rows = (sh.part == llm_shard.BLOCK) & (sh.replicated if replicated else ~sh.replicated)
+    per_phase = times[rows].sum(axis=0)[:, inverse[0]]  # forward, backward-data, backward-weights
+    return np.array([per_phase[0], per_phase[1] + per_phase[2]])
+
+
+def _split_compute(m: dict, t: int, b: int) -> float:
+    return float(_block_compute(m, t, b).sum())
+
+
+@pytest.mark.parametrize("t", [2, 4])
+def test_sequence_parallelism_splits_the_replicated_layers(t):
+    """Korthikanti et al. 2022 §4.2.2: sequence parallelism splits the layers tensor
+    parallelism leaves whole (LayerNorm, dropout, residual adds) along the sequence, so each GPU
+    runs 1/t of their work: per microbatch and layer, (1 - 1/t) of their time less."""
+    m, b, mb = model(), 2, 3
+    _, r = evaluate(m, batch=b, workers=t, gpus_per_node=8, tp=t, accumulation=mb, sp=[False, True])
+    f, bwd = _block_compute(m, t, b, replicated=True)
+    L = m["n_layers"]
+    assert f > 0 and bwd > 0
+    assert r.forward[0] - r.forward[1] == pytest.approx(mb * L * f * (1 - 1 / t), rel=1e-9)
+    assert r.backward[0] - r.backward[1] == pytest.approx(mb * L * bwd * (1 - 1 / t), rel=1e-9)
 
 
 @pytest.mark.parametrize("link_scale", [1.0, 1e4])

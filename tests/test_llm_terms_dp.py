@@ -5,8 +5,11 @@ appendix B) and the hardware FLOPs recomputation adds (tests/llm_toy.py: the toy
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import numpy as np
 import pytest
-from llm_toy import FP32, NET_BW, NET_LAT, NVL_BW, NVL_LAT, evaluate, model, ring_allreduce
+from llm_toy import FP32, IDEAL, NET_BW, NET_LAT, NVL_BW, NVL_LAT, evaluate, model, ring_allreduce
 
 from costs.model import evaluate as evaluate_net
 from costs.model import plans
@@ -47,20 +50,24 @@ def test_zero_3_moves_1_5_times_the_all_reduce_volume():
 
 
 @pytest.mark.parametrize("t,per_node", [(1, 8), (2, 8), (2, 4), (4, 8)])
-def test_data_parallel_groups_fill_the_node_after_tensor_parallelism(t, per_node):
+@pytest.mark.parametrize("link_eff", [(1.0, 1.0), (0.5, 0.8)])
+def test_data_parallel_groups_fill_the_node_after_tensor_parallelism(t, per_node, link_eff):
     """Megatron-LM's rank order puts the t tensor-parallel GPUs of a replica side by side, so a
     node of ``per_node`` GPUs holds g = per_node / t data-parallel ranks of each group. The
     gradient all-reduce over d = 32 / t replicas on n = d / g nodes is hierarchical: a ring
     reduce-scatter and all-gather inside the node (2 (g - 1) steps of S / g), the ring across
-    nodes on each GPU's S / g (2 (n - 1) / n of it, 2 (n - 1) steps on the network)."""
+    nodes on each GPU's S / g (2 (n - 1) / n of it, 2 (n - 1) steps on the network). Each link
+    runs at its efficiency times its bandwidth."""
     workers = 32
-    _, r = evaluate(model(), batch=1, workers=workers, gpus_per_node=per_node, tp=t)
+    eff = replace(IDEAL, link=np.array(link_eff))
+    _, r = evaluate(model(), efficiency=eff, batch=1, workers=workers, gpus_per_node=per_node, tp=t)
     d = workers // t
     g = max(per_node // t, 1)
     n = d // g
     S = 4 * r.sync_params[0]
-    inner = 2 * (g - 1) / g * S / NVL_BW + 2 * (g - 1) * NVL_LAT
-    outer = 2 * (n - 1) / n * S / g / NET_BW + 2 * (n - 1) * NET_LAT
+    net_bw, nvl_bw = NET_BW * link_eff[0], NVL_BW * link_eff[1]
+    inner = 2 * (g - 1) / g * S / nvl_bw + 2 * (g - 1) * NVL_LAT
+    outer = 2 * (n - 1) / n * S / g / net_bw + 2 * (n - 1) * NET_LAT
     assert r.sync_total[0] == pytest.approx(inner + outer, rel=1e-12)
 
 

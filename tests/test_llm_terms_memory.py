@@ -13,6 +13,8 @@ import math
 import pytest
 from llm_toy import evaluate, model
 
+from costs.llm import memory as llm_memory
+from costs.llm import shard as llm_shard
 from costs.modern.evaluator import Options
 
 NONE, SELECTIVE, FULL = 0, 1, 2
@@ -155,3 +157,57 @@ def test_expert_parallelism_divides_the_expert_parameters():
     _, r = evaluate(m, batch=1, workers=4, gpus_per_node=8, ep=[1, 2, 4])
     for j, e in enumerate([1, 2, 4]):
         assert r.memory[0] - r.memory[j] == pytest.approx(16 * experts * (1 - 1 / e), rel=1e-12)
+
+
+LLAMA = dict(activation="swiglu", norm="rmsnorm", dropout=False, attention="flash", bias=False, n_kv_heads=2)
+SHAPES = {
+    "llama (SwiGLU, GQA, flash)": model(**LLAMA),
+    "moe (top 2 + 1 shared of d_ff 256)": model(
+        **LLAMA, moe={"n_experts": 8, "top_k": 2, "n_shared": 1, "d_ff": 256}
+    ),
+    "qwen3 / gemma 2 (qk and post norms)": model(**LLAMA, qk_norm=True, post_norms=True),
+    "mla": model(
+        **{**LLAMA, "n_kv_heads": 8},
+        head_dim=48,
+        mla={
+            "q_lora_rank": 96,
+            "kv_lora_rank": 64,
+            "qk_nope_head_dim": 32,
+            "qk_rope_head_dim": 16,
+            "v_head_dim": 32,
+        },
+    ),
+}
+
+
+def _generalised_layer(m: dict, b: int, t: int, sp: bool) -> float:
+    """Korthikanti et al.'s count, tensor by tensor, for the shapes they did not cover (the
+    module docstring of costs/llm/memory.py): kept whole on each GPU (split t ways with
+    sequence parallelism), 16-bit, the two norm inputs, the QKV input, the k MLP inputs of
+    the experts a token uses, Gemma 2's two branch-output norm inputs and MLA's query and
+    key/value latents (each twice: its norm's input and its up-projection's); split t ways, Q and K ((a + kv) hd), V (kv vd), the attention-output
+    input (a vd), Qwen3's per-head q/k norm inputs ((a + kv) hd), and per expert the
+    activation input (2 d_ff for SwiGLU) and the down-projection input (d_ff); a flash kernel's
+    fp32 row log-sum-exp (4 a s b)."""
+    s, h, a, kv, hd, E = m["seq_len"], m["d_model"], m["n_heads"], m["n_kv_heads"], m["head_dim"], 2
+    moe, mla = m.get("moe") or {}, m.get("mla") or {}
+    k = moe.get("top_k", 1) + moe.get("n_shared", 0)
+    ff = moe.get("d_ff", m["d_ff"])
+    vd = mla.get("v_head_dim", hd)
+    sb = s * b
+    whole = E * sb * (2 * h + h + k * h + (2 * h if m.get("post_norms") else 0))
+    whole += 2 * E * sb * (mla.get("q_lora_rank", 0) + mla.get("kv_lora_rank", 0))
+    split = E * sb * ((a + kv) * hd + kv * vd + a * vd + k * (2 * ff + ff))
+    split += E * sb * (a + kv) * hd if m.get("qk_norm") else 0
+    return whole / (t if sp else 1) + (split + 4 * a * s * b) / t
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+@pytest.mark.parametrize("t,sp", [(1, False), (2, False), (2, True), (4, True)])
+def test_activations_of_the_modern_layer_shapes(name, t, sp):
+    m = llm_shard.dims(SHAPES[name])
+    got = float(llm_memory.layer_activations(m, 3, 2.0, t, sp, NONE))
+    assert got == pytest.approx(_generalised_layer(m, 3, t, sp), rel=1e-12)
+    s, h = m["seq_len"], m["d_model"]
+    full = float(llm_memory.layer_activations(m, 3, 2.0, t, sp, FULL))
+    assert full == pytest.approx(2 * s * 3 * h / (t if sp else 1), rel=1e-12)  # the layer input only
