@@ -185,6 +185,7 @@ def test_one_stage_has_no_bubble():
         (8, 1, 3.0, 3.0, (8, 8, 0)),  # one stage holds everything
         (12, 3, 0.0, 0.0, (4, 4, 4)),  # three stages: one middle stage
         (8, 2, 10.0, 0.0, (0, 8, 0)),  # an embedding worth more than a stage: no block with it
+        (8, 4, 0.0, 10.0, (4, 0, 2)),  # a head worth more than a stage: w = 4.5, rint(-5.5) -> 0
     ],
 )
 @pytest.mark.parametrize("unit", [1.0, 0.25, 3.0])
