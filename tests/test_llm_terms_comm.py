@@ -207,6 +207,25 @@ def test_equal_stages_when_the_ends_are_light(p):
     assert r.stage_blocks[0] == 8 // p
 
 
+@pytest.mark.parametrize("rc", [NONE, FULL])
+def test_two_stages_are_balanced_to_half_a_block(rc):
+    """With a 65,536-token vocabulary the LM head is worth 7-10 blocks: the balanced split
+    (Narayanan et al. 2021, §2.2) gives the last stage that many fewer blocks, so the binding
+    stage's microbatch is within half a block of the average of the two (rounding to whole
+    blocks). A block's time u and the ends' E + H come from one-stage runs of 8 and 16 layers;
+    full recomputation makes a block heavier (its forward again), so the head is worth fewer."""
+    per = {}
+    for L in (8, 16):
+        _, r = evaluate(model(vocab=65536, n_layers=L), batch=1, workers=1, gpus_per_node=8, recompute=rc)
+        per[L] = float((r.forward + r.backward + r.act_comm)[0])
+    u = (per[16] - per[8]) / 8
+    _, r = evaluate(model(vocab=65536, n_layers=16), batch=1, workers=2, gpus_per_node=8, pp=2, recompute=rc)
+    binding = float((r.forward + r.backward + r.act_comm - r.pp_comm)[0])
+    assert per[16] / 2 <= binding <= per[16] / 2 + u / 2
+    assert per[16] - 16 * u > 5 * u  # the ends are worth several blocks
+    assert r.stage_blocks[0] == (13 if rc == NONE else 5)  # the first stage binds, or the last
+
+
 MOE = dict(n_experts=4, top_k=2)
 
 
