@@ -136,17 +136,18 @@ def test_overlapped_tensor_parallel_traffic_hides_behind_the_block_split_compute
     assert r.forward[0] == r.forward[1] and r.backward[0] == r.backward[1]
 
 
-@pytest.mark.parametrize("v", [1, 2])
+@pytest.mark.parametrize("p,v", [(2, 1), (4, 1), (4, 2)])
 @pytest.mark.parametrize("per_node,bw,lat", [(8, NVL_BW, NVL_LAT), (4, NET_BW, NET_LAT)])
-def test_pipeline_sends_per_microbatch(v, per_node, bw, lat):
+def test_pipeline_sends_per_microbatch(p, v, per_node, bw, lat):
     """Narayanan et al. 2021 (arXiv:2104.04473) §4.1: each microbatch sends its activation to
     the next stage and its gradient back, b s h per send, split t ways by the scatter/gather
     optimisation (b s h / t per GPU); interleaving v model chunks per GPU makes v times as many
     sends (§2.2.2). The link is the node's when the whole plan fits in one node, else the
     network."""
-    m, b, t, p, mb = model(), 2, 2, 4, 6
+    m, b, t, mb = model(), 2, 2, 6
+    workers = 8  # 4 / p replicas of t p GPUs: one node of 8, or two nodes of 4
     _, r = evaluate(
-        m, batch=b, workers=t * p, gpus_per_node=per_node, tp=t, pp=p, accumulation=mb, interleave=v
+        m, batch=b, workers=workers, gpus_per_node=per_node, tp=t, pp=p, accumulation=mb, interleave=v
     )
     send = _hidden(m, b, BF16) / t / bw + lat
     assert r.pp_comm[0] == pytest.approx(mb * 2 * v * send, rel=1e-12)
