@@ -12,9 +12,11 @@ import pytest
 from llm_toy import BF16, DEVICES, IDEAL, LINKS, RING, model, net_costs
 
 from costs.llm import evaluator as llm
+from costs.llm import shard as llm_shard
 from costs.modern import evaluator as modern
 from costs.modern.evaluator import Options
 from costs.plans import plans
+from costs.rules import MODERN
 
 # a host that launches a kernel every millisecond, a 10 us floor per kernel: the step is
 # host-bound and the optimizer step kernel-bound, so both count kernels and parameter tensors
@@ -24,6 +26,10 @@ NETS = {
     "dense": model(),
     "moe after dense layers": model(moe={"n_experts": 4, "top_k": 2, "first_dense": 2}, dropout=False),
     "moe": model(moe={"n_experts": 4, "top_k": 2}, dropout=False, attention="flash"),
+    "sliding window, every layer": model(window=64, attention="flash", dropout=False),
+    "sliding window, half the layers": model(
+        window=64, local_layers=[0, 2, 4, 6], attention="flash", dropout=False
+    ),
 }
 
 
@@ -48,3 +54,17 @@ def test_one_gpu_step_is_the_layer_graph_s(name, optimizer):
     step_bytes_s = costs.total_params * {"adam": 16, "sgd": 8}[optimizer] / 2e12
     assert a.update[0] > 2 * step_bytes_s  # kernel-bound: tensors x kernels x 10 us
     assert a.local_params[0] == costs.total_params
+
+
+@pytest.mark.parametrize("t", [1, 2, 4, 8])
+def test_a_shard_holds_its_share_of_a_layer(t):
+    """Megatron-LM's split (Shoeybi et al. 2019, §3): each of t GPUs holds a/t query heads and
+    their output-projection rows, d_ff/t of the SwiGLU MLP (gate, up and down) and the whole
+    RMSNorms; key/value heads fewer than t are replicated, one per GPU (Megatron-Core's GQA).
+    Bias-free toy: h 512, 8 heads of 64, 2 KV heads, d_ff 2,048."""
+    m = model(activation="swiglu", norm="rmsnorm", bias=False, dropout=False, attention="flash", n_kv_heads=2)
+    h, a, kv, hd, ff = 512, 8, 2, 64, 2048
+    kv_per_gpu = kv // t if kv % t == 0 else 1
+    want = h * hd * a // t * 2 + 2 * h * hd * kv_per_gpu + 3 * h * ff // t + 2 * h
+    sh = llm_shard.shard(m, t, MODERN)
+    assert sh.params[llm_shard.BLOCK] == want
