@@ -162,6 +162,7 @@ def test_expert_parallelism_divides_the_expert_parameters():
 LLAMA = dict(activation="swiglu", norm="rmsnorm", dropout=False, attention="flash", bias=False, n_kv_heads=2)
 SHAPES = {
     "llama (SwiGLU, GQA, flash)": model(**LLAMA),
+    "moe (top 2 of 8)": model(**LLAMA, moe={"n_experts": 8, "top_k": 2}),
     "moe (top 2 + 1 shared of d_ff 256)": model(
         **LLAMA, moe={"n_experts": 8, "top_k": 2, "n_shared": 1, "d_ff": 256}
     ),
