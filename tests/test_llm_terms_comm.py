@@ -167,6 +167,7 @@ def test_1f1b_bubble_is_p_minus_1_over_v_microbatch_times(p, v, mb):
     assert r.bubble[0] == pytest.approx((p - 1) / v / mb * busy[0], rel=1e-12)
     parts = r.forward + r.backward + r.update + r.sync + r.act_comm + r.overhead + r.input_stall + r.bubble
     assert r.total[0] == pytest.approx(parts[0], rel=1e-12)
+    assert r.overhead[0] == 0 and r.samples[0] == mb  # an ideal host; one sequence per microbatch
 
 
 def test_one_stage_has_no_bubble():
@@ -250,9 +251,21 @@ def test_expert_all_to_alls(e, per_node, bw, lat, first_dense):
     sparse = (L - first_dense) / L
     assert r.ep_comm[0] == pytest.approx(mb * L * sparse * 4 * a2a, rel=1e-12)
     assert r.ep_comm[1] == pytest.approx(mb * L * sparse * 6 * a2a, rel=1e-12)
+    np.testing.assert_allclose(r.act_comm, r.tp_comm + r.ep_comm, rtol=1e-12)
     _, one = evaluate(m, batch=b, workers=8, gpus_per_node=per_node, tp=t, ep=1, accumulation=mb)
     assert one.ep_comm[0] == 0
     assert one.tp_comm[0] == pytest.approx(r.tp_comm[0], rel=1e-12)  # EP does not touch TP
+
+
+def test_pipelined_experts_wait_in_the_bubble_too():
+    """The bubble is (p - 1) / v microbatch times of the binding stage, its all-to-alls
+    included (Narayanan et al. 2021 §2.2.1)."""
+    m = model(moe=MOE, dropout=False)
+    _, r = evaluate(m, batch=1, workers=8, gpus_per_node=8, tp=2, pp=2, ep=2, accumulation=4)
+    assert r.ep_comm[0] > 0
+    np.testing.assert_allclose(r.act_comm, r.tp_comm + r.pp_comm + r.ep_comm, rtol=1e-12)
+    busy = r.forward + r.backward + r.act_comm
+    assert r.bubble[0] == pytest.approx(busy[0] / 4, rel=1e-12)
 
 
 def test_a_dense_model_sends_no_all_to_all():

@@ -38,7 +38,20 @@ def test_zero_traffic_per_step(dp, mb):
     for z, w in enumerate(want):
         assert r.sync_total[z] == pytest.approx(w, rel=1e-12), z
         assert r.sync[z] == pytest.approx(w, rel=1e-12), z  # no buckets: nothing hides
-    assert r.sync_params[0] == P
+    assert r.sync_params[0] == P and r.samples[0] == dp * mb
+
+
+@pytest.mark.parametrize("dp", [2, 8])
+def test_the_optimizer_steps_over_the_gpu_s_shard(dp):
+    """Under ZeRO >= 1 each GPU updates only its 1/dp of the parameters (Rajbhandari et al. 2020
+    §5.1): the memory-bound step reads and writes 1/dp of the bytes, at the memory bandwidth
+    times its efficiency."""
+    _, r = evaluate(model(), batch=1, workers=dp, gpus_per_node=8, zero=[0, 1, 2, 3])
+    np.testing.assert_allclose(r.update[1:], r.update[0] / dp, rtol=1e-12)
+    _, slow = evaluate(
+        model(), efficiency=replace(IDEAL, memory=np.array([0.5])), batch=1, workers=dp, gpus_per_node=8
+    )
+    assert slow.update[0] == pytest.approx(2 * r.update[0], rel=1e-12)
 
 
 def test_zero_3_moves_1_5_times_the_all_reduce_volume():
@@ -49,7 +62,7 @@ def test_zero_3_moves_1_5_times_the_all_reduce_volume():
     assert r.sync_total[1] == pytest.approx(1.5 * r.sync_total[0], rel=1e-12)
 
 
-@pytest.mark.parametrize("t,per_node", [(1, 8), (2, 8), (2, 4), (4, 8)])
+@pytest.mark.parametrize("t,per_node", [(1, 8), (2, 8), (2, 4), (4, 8), (8, 8)])
 @pytest.mark.parametrize("link_eff", [(1.0, 1.0), (0.5, 0.8)])
 def test_data_parallel_groups_fill_the_node_after_tensor_parallelism(t, per_node, link_eff):
     """Megatron-LM's rank order puts the t tensor-parallel GPUs of a replica side by side, so a

@@ -68,3 +68,20 @@ def test_a_shard_holds_its_share_of_a_layer(t):
     want = h * hd * a // t * 2 + 2 * h * hd * kv_per_gpu + 3 * h * ff // t + 2 * h
     sh = llm_shard.shard(m, t, MODERN)
     assert sh.params[llm_shard.BLOCK] == want
+
+
+def test_a_host_bound_pipeline_step_lasts_its_kernel_launches():
+    """With one second per kernel launch the host binds: the step (less the data-parallel
+    traffic and the framework time per microbatch) lasts exactly its launches, a whole number of
+    seconds, whatever the pipeline's bubble and sends (which the GPU's time, not the host's,
+    includes)."""
+    slowest = replace(IDEAL, host_per_kernel_s=1.0, iteration_s=2e-4)
+    costs = net_costs(model())
+    p = plans(
+        costs.n_layers, device=0, network=0, intra_link=1, precision=BF16, scheme=RING, batch=1, workers=2, pp=2,
+        gpus_per_node=8, accumulation=4,
+    )  # fmt: skip
+    r = llm.evaluate(costs, p, DEVICES, LINKS, efficiency=slowest, options=Options("adam", 0.0))
+    assert r.bubble[0] > 0
+    launches = float((r.total - r.sync)[0]) - 4 * 2e-4
+    assert launches > 100 and abs(launches - round(launches)) < 1e-6
