@@ -212,3 +212,22 @@ def test_activations_of_the_modern_layer_shapes(name, t, sp):
     s, h = m["seq_len"], m["d_model"]
     full = float(llm_memory.layer_activations(m, 3, 2.0, t, sp, FULL))
     assert full == pytest.approx(2 * s * 3 * h / (t if sp else 1), rel=1e-12)  # the layer input only
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_the_last_stage_holds_the_head_its_logits_and_a_tied_copy(tied):
+    """Two stages of 4 blocks (rotary positions: no position table). The last stage holds the
+    final norm (2h), the LM head (V h; with tied embeddings Megatron-LM keeps a copy of the
+    first stage's embedding there, its gradient all-reduced between the two), one microbatch's
+    activations and the fp32 logits, 4 s b V (Korthikanti et al. 2022 §4.3): with one
+    microbatch per step it needs more than the first stage, and its parameters are the ones
+    the data-parallel all-reduce moves."""
+    m = model(positional="rope", tied=tied)
+    s, h, V, L = m["seq_len"], m["d_model"], m["vocab"], m["n_layers"]
+    params, act = _split(m, batch=1, workers=2, gpus_per_node=8, pp=2, accumulation=1)
+    _, r = evaluate(m, batch=1, workers=2, gpus_per_node=8, pp=2, accumulation=1)
+    block = 12 * h * h + 13 * h
+    assert r.stage_blocks[0] == L // 2
+    assert params == L // 2 * block + 2 * h + V * h
+    assert r.sync_params[0] == params
+    assert act == pytest.approx(L // 2 * _korthikanti_layer(m, 1, 1, False, NONE) + 4 * s * V, rel=1e-12)
