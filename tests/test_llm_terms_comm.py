@@ -207,6 +207,9 @@ def test_equal_stages_when_the_ends_are_light(p):
     block: the 8 blocks split evenly, L / p per stage."""
     _, r = evaluate(model(), batch=1, workers=p, gpus_per_node=8, pp=p, accumulation=8)
     assert r.stage_blocks[0] == 8 // p
+    if p == 4:  # 10 blocks: 2 on each end, ceil(6 / 2) = 3 on each middle stage, which binds
+        _, r = evaluate(model(n_layers=10), batch=1, workers=p, gpus_per_node=8, pp=p, accumulation=8)
+        assert r.stage_blocks[0] == 3
 
 
 @pytest.mark.parametrize("rc", [NONE, FULL])

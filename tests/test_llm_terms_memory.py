@@ -97,6 +97,11 @@ def test_the_first_stage_keeps_min_p_m_microbatches(p):
         mem[mb] = r.memory[0]
     assert mem[p] - mem[2] == pytest.approx((p - 2) * per_mb, rel=1e-12)
     assert mem[4 * p] == mem[p]
+    # the first stage binds: its L / p blocks, the token and position embeddings, p microbatches
+    params, act = _split(m, batch=b, workers=p, gpus_per_node=8, pp=p, accumulation=p)
+    h = m["d_model"]
+    assert params == L // p * (12 * h * h + 13 * h) + (m["vocab"] + m["max_positions"]) * h
+    assert act == pytest.approx(p * per_mb, rel=1e-12)
 
 
 @pytest.mark.parametrize("p,v", [(2, 2), (2, 4), (4, 2)])
@@ -214,20 +219,25 @@ def test_activations_of_the_modern_layer_shapes(name, t, sp):
     assert full == pytest.approx(2 * s * 3 * h / (t if sp else 1), rel=1e-12)  # the layer input only
 
 
-@pytest.mark.parametrize("tied", [False, True])
-def test_the_last_stage_holds_the_head_its_logits_and_a_tied_copy(tied):
+@pytest.mark.parametrize("tied,rc", [(False, NONE), (True, NONE), (True, FULL)])
+def test_the_last_stage_holds_the_head_its_logits_and_a_tied_copy(tied, rc):
     """Two stages of 4 blocks (rotary positions: no position table). The last stage holds the
     final norm (2h), the LM head (V h; with tied embeddings Megatron-LM keeps a copy of the
     first stage's embedding there, its gradient all-reduced between the two), one microbatch's
     activations and the fp32 logits, 4 s b V (Korthikanti et al. 2022 §4.3): with one
     microbatch per step it needs more than the first stage, and its parameters are the ones
-    the data-parallel all-reduce moves."""
+    the data-parallel all-reduce moves. Under full recomputation it keeps each layer's input
+    and one layer's whole activations while recomputing it."""
     m = model(positional="rope", tied=tied)
     s, h, V, L = m["seq_len"], m["d_model"], m["vocab"], m["n_layers"]
-    params, act = _split(m, batch=1, workers=2, gpus_per_node=8, pp=2, accumulation=1)
-    _, r = evaluate(m, batch=1, workers=2, gpus_per_node=8, pp=2, accumulation=1)
+    cols = dict(batch=1, workers=2, gpus_per_node=8, pp=2, accumulation=1, recompute=rc)
+    params, act = _split(m, **cols)
+    _, r = evaluate(m, **cols)
     block = 12 * h * h + 13 * h
     assert r.stage_blocks[0] == L // 2
     assert params == L // 2 * block + 2 * h + V * h
     assert r.sync_params[0] == params
-    assert act == pytest.approx(L // 2 * _korthikanti_layer(m, 1, 1, False, NONE) + 4 * s * V, rel=1e-12)
+    want = L // 2 * _korthikanti_layer(m, 1, 1, False, rc) + 4 * s * V
+    if rc == FULL:
+        want += _korthikanti_layer(m, 1, 1, False, NONE)
+    assert act == pytest.approx(want, rel=1e-12)
