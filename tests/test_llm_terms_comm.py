@@ -210,6 +210,8 @@ def test_equal_stages_when_the_ends_are_light(p):
     if p == 4:  # 10 blocks: 2 on each end, ceil(6 / 2) = 3 on each middle stage, which binds
         _, r = evaluate(model(n_layers=10), batch=1, workers=p, gpus_per_node=8, pp=p, accumulation=8)
         assert r.stage_blocks[0] == 3
+        h = 512  # the middle stage also holds the most parameters: its gradients are reduced
+        assert r.sync_params[0] == 3 * (12 * h * h + 13 * h)
 
 
 @pytest.mark.parametrize("rc", [NONE, FULL])

@@ -102,6 +102,8 @@ def test_the_first_stage_keeps_min_p_m_microbatches(p):
     h = m["d_model"]
     assert params == L // p * (12 * h * h + 13 * h) + (m["vocab"] + m["max_positions"]) * h
     assert act == pytest.approx(p * per_mb, rel=1e-12)
+    _, r = evaluate(m, batch=b, workers=p, gpus_per_node=8, pp=p, accumulation=p)
+    assert r.sync_params[0] == params
 
 
 @pytest.mark.parametrize("p,v", [(2, 2), (2, 4), (4, 2)])
