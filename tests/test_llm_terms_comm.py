@@ -207,11 +207,11 @@ def test_equal_stages_when_the_ends_are_light(p):
     block: the 8 blocks split evenly, L / p per stage."""
     _, r = evaluate(model(), batch=1, workers=p, gpus_per_node=8, pp=p, accumulation=8)
     assert r.stage_blocks[0] == 8 // p
-    if p == 4:  # 10 blocks: 2 on each end, ceil(6 / 2) = 3 on each middle stage, which binds
+    if p == 4:  # 10 blocks: w = 2.5 + the ends' share, 3 on the first, ceil(5 / 2) = 3 in the middle
         _, r = evaluate(model(n_layers=10), batch=1, workers=p, gpus_per_node=8, pp=p, accumulation=8)
         assert r.stage_blocks[0] == 3
-        h = 512  # the middle stage also holds the most parameters: its gradients are reduced
-        assert r.sync_params[0] == 3 * (12 * h * h + 13 * h)
+        h = 512  # the first stage holds the most parameters: its gradients are the ones reduced
+        assert r.sync_params[0] == 3 * (12 * h * h + 13 * h) + (1024 + 256) * h
 
 
 @pytest.mark.parametrize("rc", [NONE, FULL])

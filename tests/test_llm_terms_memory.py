@@ -102,8 +102,23 @@ def test_the_first_stage_keeps_min_p_m_microbatches(p):
     h = m["d_model"]
     assert params == L // p * (12 * h * h + 13 * h) + (m["vocab"] + m["max_positions"]) * h
     assert act == pytest.approx(p * per_mb, rel=1e-12)
-    _, r = evaluate(m, batch=b, workers=p, gpus_per_node=8, pp=p, accumulation=p)
-    assert r.sync_params[0] == params
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="costs/llm/evaluator.py _params: the last stage's tied copy is the whole embedding side "
+    "(p_emb, with the learned position table), where Megatron-LM copies the word embedding alone",
+)
+def test_the_tied_copy_on_the_last_stage_is_the_word_embedding_alone():
+    """Megatron-LM with tied embeddings and p > 1 keeps a copy of the word embedding (V/t x h)
+    on the last stage for the LM head; the learned position table stays on the first. Here the
+    first stage (2 blocks, V h + 256 h of embeddings) holds more than the last (2 blocks, the
+    final norm 2h and the V h copy), so its parameters are the ones the all-reduce moves."""
+    m = model()
+    h, L, p = m["d_model"], m["n_layers"], 4
+    _, r = evaluate(m, batch=1, workers=p, gpus_per_node=8, pp=p, accumulation=p)
+    first = L // p * (12 * h * h + 13 * h) + (m["vocab"] + m["max_positions"]) * h
+    assert r.sync_params[0] == first
 
 
 @pytest.mark.parametrize("p,v", [(2, 2), (2, 4), (4, 2)])
