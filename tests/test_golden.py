@@ -115,3 +115,39 @@ def test_estimate_golden(capsys):
     ]
     assert main(args) == 0
     _check("estimate_inception_v3_a100.json", json.loads(capsys.readouterr().out))
+
+
+# The LLM evaluator end to end at fixed layouts: a dense model with TP, SP, interleaved PP, ZeRO 1
+# and full recomputation at two data-parallel degrees; a mixture of experts with EP over the nodes.
+LLM_ESTIMATES = {
+    "estimate_llama3_70b_h100.json": [
+        "llama3-70b", "--workers", "64,128", "--tp", "8", "--pp", "4", "--interleave", "2", "--sp",
+        "--zero", "1", "--recompute", "full", "--global-batch", "256",
+    ],
+    "estimate_mixtral_8x7b_h100.json": [
+        "mixtral-8x7b", "--workers", "64", "--tp", "2", "--pp", "4", "--ep", "8", "--zero", "1",
+        "--recompute", "full", "--global-batch", "256",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(LLM_ESTIMATES))
+def test_estimate_llm_golden(name, capsys):
+    args = [
+        "estimate",
+        *LLM_ESTIMATES[name],
+        "--device",
+        "H100_SXM",
+        "--network",
+        "ib_ndr",
+        "--gpus-per-node",
+        "8",
+        "--microbatch",
+        "1",
+        "--precision",
+        "bf16",
+        "--format",
+        "json",
+    ]
+    assert main(args) == 0
+    _check(name, json.loads(capsys.readouterr().out))
