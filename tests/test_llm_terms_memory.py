@@ -104,11 +104,6 @@ def test_the_first_stage_keeps_min_p_m_microbatches(p):
     assert act == pytest.approx(p * per_mb, rel=1e-12)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="costs/llm/evaluator.py _params: the last stage's tied copy is the whole embedding side "
-    "(p_emb, with the learned position table), where Megatron-LM copies the word embedding alone",
-)
 def test_the_tied_copy_on_the_last_stage_is_the_word_embedding_alone():
     """Megatron-LM with tied embeddings and p > 1 keeps a copy of the word embedding (V/t x h)
     on the last stage for the LM head; the learned position table stays on the first. Here the

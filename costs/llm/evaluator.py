@@ -243,7 +243,9 @@ def _params(c: _Ctx, x: dict, n) -> tuple:
     n1, nl, mid = n
     blk = x["p_blk"] - x["p_exp"] * (1.0 - 1.0 / c.e)
     one = c.p == 1
-    tied_copy = np.where(one, 0.0, x["p_emb"]) if c.m.get("tied") else 0.0  # Megatron's copy
+    # Megatron's copy of the tied word embedding (vocabulary-parallel), not the position table
+    word = np.ceil(c.m["vocab"] / c.t) * c.m["d_model"]
+    tied_copy = np.where(one, 0.0, word) if c.m.get("tied") else 0.0
     first = n1 * blk + x["p_emb"] + np.where(one, x["p_head"], 0.0)
     last = np.where(one, first, nl * blk + x["p_head"] + tied_copy)
     return first, last, mid * blk, blk
