@@ -1,8 +1,7 @@
 """Accuracy at scale: Llama 3 405B's three published layouts (Grattafiori et al. 2024,
 arXiv:2407.21783, Table 4; configs/measurements/scale.csv, held out of every fit) predicted by
-`planner validate`, each within 15% of its published TFLOP/s per GPU under the answer that
-names no stack; with the megatron stack's profile the two 8k-token layouts stay within 15% and
-the 128k-token layout with context parallelism is pinned at its present error."""
+`planner validate`, each within 15% of its published TFLOP/s per GPU, under the answer that
+names no stack and under the megatron stack's profile."""
 
 from __future__ import annotations
 
@@ -45,10 +44,10 @@ def test_llama3_405b_layouts_within_15_percent_without_a_stack(capsys, tmp_path)
 
 
 def test_llama3_405b_layouts_under_the_megatron_profile(capsys, tmp_path):
-    """Meta's stack is its own; under the Megatron-Core profile the 8k layouts are within 2%
-    and the 128k layout over-predicts by about a fifth: its FLOP counting is not published (a
-    causal count of the attention would make the measured rate 1.4x higher, README)."""
+    """Meta's stack is its own; the Megatron-Core class is the nearest shipped one. Its FLOP
+    counting is not published: a causal count of the attention would make the 128k layout's
+    measured rate 1.4x higher (configs/measurements/scale.csv notes)."""
     profile = catalog.configs_dir() / "profiles" / "megatron.toml"
     errors = list(_errors(capsys, tmp_path, "--calibration", str(profile)).values())
-    assert abs(errors[0]) <= 15.0 and abs(errors[1]) <= 15.0
-    assert errors[2] == pytest.approx(22.0, abs=6.0)
+    assert len(errors) == 3
+    assert all(abs(e) <= 15.0 for e in errors), errors

@@ -322,7 +322,7 @@ def test_list_stacks(capsys):
     assert set(SHIPPED) <= set(recs)
     assert recs["pytorch"]["generations"] == ["Hopper"]
     assert "one GPU generation (Hopper)" in recs["pytorch"]["caveats"]
-    assert "few runs (26, under 30)" in recs["megatron"]["caveats"]
+    assert "few runs (28, under 30)" in recs["megatron"]["caveats"]
     for name in SHIPPED:
         assert recs[name]["error_kind"] == "held-out"
     code, out, _ = run(capsys, "list", "stacks")
