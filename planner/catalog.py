@@ -32,9 +32,8 @@ _DEVICE_KEYS = {
     **{"paleo": bool, "max_gpus_per_node": int, "peak_tflops": dict, "sm_count": int, "jpeg_decoders": int},
     **{"gpus_per_host": int, "gpus_per_host_source": str},
 }
-_DEVICE_OPTIONAL = set(
-    "generation tdp_w form_factor sm_count sm_source jpeg_decoders jpeg_source gpus_per_host gpus_per_host_source".split()
-)
+_DEVICE_OPTIONAL = set("generation tdp_w form_factor sm_count sm_source jpeg_decoders jpeg_source".split())
+_DEVICE_OPTIONAL |= {"gpus_per_host", "gpus_per_host_source"}  # hosts smaller than the NVLink domain
 _NETWORK_KEYS = {"name": str, "kind": str, "paleo": bool, "bandwidth_gbit_s": (int, float)}
 _NETWORK_KEYS |= {"latency_us": (int, float), "source": str, "date": str}
 
