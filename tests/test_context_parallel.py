@@ -142,6 +142,7 @@ def test_long_sequences_search_context_parallelism_and_pick_it_where_memory_bind
     assert code == 0, out
     best = json.loads(out)["best"]
     assert best["cp"] > 1
+    assert best["cp_comm_ms"] >= 0.0 and "ep_comm_ms" in best  # the answer shows the exchange it costs
     code, out = _cli(capsys, *args[:-2], "--out", str(tmp_path / "no-cp"), "--cp", "1")
     assert code == 0, out
     no_cp = json.loads(out)["best"]

@@ -198,8 +198,10 @@ def _microbatch(c: _Ctx, x: dict, recompute, nics=None) -> dict:
     if moe:  # exposed all-to-all seconds (costs.llm.experts); dense layers send nothing
         a2a = experts.all_to_all_s(c, moe, recompute == FULL, blk_f + blk_b + rec, nics)
         a2a = a2a * block_weights(c.m)[-1]
-    bw, lat = _link(c, context.crosses_nodes(c.t, c.cp, c.per_node))
-    cp = context.times(c.m, c.b, c.elem, c.t, c.cp, c.cp_comm, recompute, bw, lat, x["att_f"], x["att_b"])
+    cp = np.zeros_like(ar)
+    if (c.cp > 1).any():  # most searches have no context parallelism: no columns to build
+        bw, lat = _link(c, context.crosses_nodes(c.t, c.cp, c.per_node))
+        cp = context.times(c.m, c.b, c.elem, c.t, c.cp, c.cp_comm, recompute, bw, lat, x["att_f"], x["att_b"])
     return dict(
         blk_f=blk_f,
         blk_b=blk_b + rec,
@@ -340,8 +342,7 @@ def evaluate(
     counts = np.bincount(inv, minlength=len(keys))
     order, ends = np.argsort(inv, kind="stable"), np.cumsum(counts)
     for key, lo, hi in zip(keys, ends - counts, ends, strict=True):
-        te, cp = divmod(int(key), span_c)
-        tp, e = divmod(te, span_e)
+        tp, e, cp = int(key) // span_c // span_e, int(key) // span_c % span_e, int(key) % span_c
         whole = shard(model, tp, costs.rules, e)
         part = shard({**model, "seq_len": model["seq_len"] // cp}, tp, costs.rules, e) if cp > 1 else whole
         _part_times(part, devices, eff, plans, order[lo:hi], x, whole if cp > 1 else None, float(cp))

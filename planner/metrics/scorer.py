@@ -219,6 +219,8 @@ class Scorer:
             out["bubble_s"] = r.bubble
             out["tp_comm_s"] = r.tp_comm
             out["pp_comm_s"] = r.pp_comm
+            out["ep_comm_s"] = r.ep_comm
+            out["cp_comm_s"] = r.cp_comm
         return out
 
     @classmethod

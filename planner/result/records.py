@@ -192,7 +192,11 @@ def _transformer_fields(scorer: Scorer, m: dict) -> dict:
         **_token_basis(scorer),
         memory_gb_per_gpu=float(m["memory_bytes"][0] / 1e9),
         **{k: float(m[k][0]) for k in ("mfu", "hfu") if k in m},
-        **{f"{k}_ms": float(m[f"{k}_s"][0] * 1e3) for k in ("bubble", "tp_comm", "pp_comm") if f"{k}_s" in m},
+        **{
+            f"{k}_ms": float(m[f"{k}_s"][0] * 1e3)
+            for k in ("bubble", "tp_comm", "pp_comm", "ep_comm", "cp_comm")
+            if f"{k}_s" in m
+        },
     )
 
 
