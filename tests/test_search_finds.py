@@ -215,3 +215,32 @@ def test_search_line_says_what_answered():
     line = _search_line({**enum, "exhaustive_optimum": 1.0, "gap": 0.0})
     assert line.startswith("Search: exhaustive: every one of the 800 valid plans (of 2,000 combinations)")
     assert "exact optimum" in line and "TPE" not in line
+
+
+def test_refinement_repairs_a_search_that_found_no_feasible_plan():
+    """A deadline just above the fastest plan leaves few feasible plans; from a pool of only
+    infeasible ones, refinement descends on the constraint violation (Deb's feasibility rule)
+    until it reaches a feasible plan, and then descends on the objective from there."""
+    from planner.search.refine import refine, violation
+    from planner.search.scored import score
+
+    base = dict(net="bert-large", budget=("64gpus",), gpu="H100_SXM", axes=(("interleave", "1"),))
+    fastest = optimize(OptimizeRequest(**base))
+    req = OptimizeRequest(**base, deadline=_hours(fastest.best["time_to_train_s"] * 1.02), objective="cost")
+    scorer, objectives = build(req)
+    c = valid.core(scorer.space)
+    rows = len(next(iter(c.cols.values())))
+    every = score(
+        scorer, {a: c.cols.get(a, np.zeros(rows, dtype=np.int64)) for a in scorer.space.names}, objectives
+    )
+    assert every.feasible.any() and not every.feasible.all()
+    worst = np.flatnonzero(~every.feasible & np.isfinite(violation(every)))[-8:]  # infeasible, valid plans
+    pool = Scored(
+        {a: col[worst] for a, col in every.cols.items()},
+        every.objectives[:, worst],
+        every.constraints[:, worst],
+    )
+    assert best_index(pool) is None
+    found = refine(scorer, objectives, pool, SimpleNamespace(refinement_rounds=0))
+    j = best_index(found)
+    assert j is not None and found.feasible[j]

@@ -45,7 +45,7 @@ def plans(space, core: valid.Core, key: tuple[int, ...]) -> dict[str, np.ndarray
     out = {}
     for a in space.names:
         if a in core.cols:
-            out[a] = core.cols[a][flat[0]]
+            out[a] = core.cols[a][flat[0]].astype(np.int64)
         elif a in fixed:
             out[a] = np.full(flat[0].size, fixed[a], dtype=np.int64)
         elif a in free:

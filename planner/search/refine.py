@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 
 from planner.metrics.scorer import Scorer
-from planner.search.scored import Scored, best_index, merge, pareto_mask, score
+from planner.search.scored import INVALID, Scored, best_index, merge, pareto_mask, score
 
 
 def neighbours(space, centre: dict[str, int]) -> dict[str, np.ndarray]:
@@ -82,7 +82,9 @@ def refine(scorer: Scorer, objectives, found: Scored, stats, max_rounds: int = 2
     """Coordinate descent over pairs of axes from the best feasible plan and from a few diverse
     runners-up (see module doc)."""
     if best_index(found) is None:
-        return found
+        found = repair(scorer, objectives, found, stats, max_rounds)
+        if best_index(found) is None:
+            return found
     pool = [found]
     for i in _starts(found):
         pool.append(_descend(scorer, objectives, found, i, stats, max_rounds))
@@ -104,4 +106,36 @@ def _descend(scorer: Scorer, objectives, found: Scored, i: int, stats, max_round
             break
         best_val = nb.objectives[0, j]
         centre = dict(zip(names, nb.key(j), strict=True))
+    return merge(pool)
+
+
+def violation(s: Scored) -> np.ndarray:
+    """Each plan's summed constraint violation (0 when feasible; invalid combinations +inf)."""
+    v = np.clip(s.constraints, 0.0, None).sum(axis=0)
+    return np.where(s.objectives[0] >= INVALID, np.inf, v)
+
+
+def repair(scorer: Scorer, objectives, found: Scored, stats, max_rounds: int = 20) -> Scored:
+    """No feasible plan found: coordinate descent on the summed constraint violation from the
+    least-violating plans (Deb's feasibility rule: of two infeasible plans the one that violates
+    less is better; Deb 2000, doi:10.1016/S0045-7825(99)00389-8), until a step finds a feasible
+    plan or stops improving. A tight deadline leaves few feasible plans for a sampler to hit."""
+    names = scorer.space.names
+    pool = [found]
+    v = violation(found)
+    for i in np.argsort(v, kind="stable")[:STARTS]:
+        if not np.isfinite(v[i]):
+            break
+        best, centre = v[i], dict(zip(names, found.key(int(i)), strict=True))
+        for _ in range(max_rounds):
+            nb = score(scorer, neighbours(scorer.space, centre), objectives)
+            pool.append(nb)
+            stats.refinement_rounds += 1
+            if nb.feasible.any():
+                return merge(pool)
+            w = violation(nb)
+            j = int(np.argmin(w))
+            if w[j] >= best * (1 - 1e-12):
+                break
+            best, centre = w[j], dict(zip(names, nb.key(j), strict=True))
     return merge(pool)

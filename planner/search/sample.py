@@ -28,10 +28,12 @@ def sample(
     """``n`` uniform draws among the valid plans (``core``: the space's), scored; only their
     best :data:`KEEP` feasible plans and each (GPU type, count) group's leading plan
     (:func:`planner.search.groups.leaders`) are returned with one objective, their front with
-    several, as starts for the group search and refinement. None for a space of at most ``n``
-    valid plans: the sample would be most of it, and such a space is enumerated by default."""
+    several, as starts for the group search and refinement. A space of at most ``n`` valid plans
+    (enumerated by default; searched when a study is shared or ``--exhaustive never``) is drawn
+    too: its valid plans are few among its combinations, and a sampler's trials can miss them
+    all. None for a space without a valid plan."""
     space = scorer.space
-    if core.count <= n:
+    if core.count == 0:
         return None
     cols = core.draw(space, n, np.random.default_rng(seed))
     _, first = np.unique(valid.numbers(space, cols), return_index=True)

@@ -183,8 +183,17 @@ def ep_choices(problem: Problem) -> tuple[int, ...]:
     return tuple(sorted(set(values)))
 
 
+# Virtual pipeline stages searched by default: Megatron-Core's interleaved 1F1B divides the
+# bubble by v (Narayanan et al. 2021, arXiv:2104.04473, §2.2.2), and the large published runs
+# use it (Llama 3 405B, Dubey et al. 2024, §3.3.2; NVIDIA's Megatron-Bridge recipes set
+# virtual_pipeline_model_parallel_size wherever PP > 1). Validity keeps the v that split the
+# layers (:func:`interleave_valid`); a stack without it keeps v = 1 (planner.stacks).
+INTERLEAVE_DEFAULT = (1, 2, 4, 8)
+
+
 def interleave_choices(problem: Problem) -> tuple[int, ...]:
-    values = _ints(problem, "interleave", (1,))
+    """Virtual pipeline stages per GPU: 1, 2, 4, 8 for transformers unless asked."""
+    values = _ints(problem, "interleave", INTERLEAVE_DEFAULT)
     return (1,) if values is None else values
 
 
@@ -332,6 +341,6 @@ AXES: tuple[Axis, ...] = (
         valid=interleave_valid,
         fields=(Field("interleave", _value("interleave")),),
         estimate_args=_arg("interleave", "interleave", 1),
-        option="Virtual pipeline stages per GPU to search (interleaved 1F1B), e.g. 1,2 (default 1).",
+        option="Virtual pipeline stages per GPU to search (interleaved 1F1B), e.g. 1,2 (default 1,2,4,8 where the layers split).",
     ),
 )
