@@ -216,6 +216,11 @@ def _params(net) -> int:
     return sum(layers.params(s) for s in net.layers)
 
 
+def _main(net) -> int:
+    """Parameters without DeepSeek-V3's multi-token-prediction module (the model transformers builds)."""
+    return sum(layers.params(s) for s in net.layers if not s.name.startswith("mtp"))
+
+
 def _active(net) -> int:
     idle = sum(layers.params(s) - transformer.moe_active_params(s) for s in net.layers if s.type == "MoE")
     return _params(net) - idle
@@ -240,7 +245,7 @@ def test_parameter_count_equals_the_transformers_model_when_installed(name):
     cfg = BUILT[name]
     with torch.device("meta"):
         model = tf.AutoModelForCausalLM.from_config(tf.AutoConfig.for_model(**cfg))
-    assert _params(_net(cfg)) == sum(p.numel() for p in model.parameters())
+    assert _main(_net(cfg)) == sum(p.numel() for p in model.parameters())
 
 
 def test_qwen3_30b_a3b_activates_3_3_billion():
@@ -269,16 +274,57 @@ def _deepseek_v3_by_hand() -> tuple[int, int]:
 def test_deepseek_v3_is_671b_with_37b_activated():
     """README (github.com/deepseek-ai/DeepSeek-V3, read 2026-11-25): "671B total, 37B activated";
     "685B, which includes 671B of the Main Model weights and 14B of the Multi-Token Prediction
-    (MTP) Module weights". planner counts the main model, as transformers' DeepseekV3ForCausalLM
-    builds it (671,026,404,352); the MTP module (``num_nextn_predict_layers``: one more MoE block,
-    a 2d x d projection and two norms, sharing the embedding and head) is neither counted nor
-    costed. 37.55B activated reads "37B" with the digits after the integer dropped."""
+    (MTP) Module weights". The main model is what transformers' DeepseekV3ForCausalLM builds
+    (671,026,404,352). 37.55B activated reads "37B" with the digits after the integer dropped."""
     total, active = _deepseek_v3_by_hand()
     net = _net(DEEPSEEK_V3)
-    assert (_params(net), _active(net)) == (total, active) == (671_026_404_352, 37_552_282_624)
+    mtp = _params(net) - _main(net)
+    assert (
+        (_main(net), _active(net) - _mtp_active(net)) == (total, active) == (671_026_404_352, 37_552_282_624)
+    )
     assert round(total / 1e9) == 671 and 37e9 <= active < 38e9
     kinds = [net[f"layer{i}/moe"].type if i >= 3 else net[f"layer{i}/down"].type for i in range(61)]
     assert kinds == ["Linear"] * 3 + ["MoE"] * 58  # dense first, then sparse
+    assert mtp > 0
+
+
+def _mtp_active(net) -> int:
+    idle = sum(
+        layers.params(s) - transformer.moe_active_params(s)
+        for s in net.layers
+        if s.type == "MoE" and s.name.startswith("mtp")
+    )
+    return _params(net) - _main(net) - idle
+
+
+def test_deepseek_v3_multi_token_prediction_module_is_counted_and_costed():
+    """num_nextn_predict_layers 1 (arXiv:2412.19437, §2.2, Figure 3): RMSNorms of the last hidden
+    state and of the next token's embedding, their concatenation projected 2d -> d, one more MoE
+    layer (as layers 3-60), a final RMSNorm; the embedding and the output head are the main
+    model's. README_WEIGHTS.md of github.com/deepseek-ai/DeepSeek-V3 (read 2026-11-25): "11.5B
+    unique parameters (excluding the shared 0.9B Embedding and 0.9B output Head)", "Activation
+    parameters: 1.5B (including 0.9B for the output Head)"; with the shared embedding and head
+    stored again, the "14B" of the README (13.46B). Its training FLOPs: the layer, the
+    projection and a second pass through the head (about 4% on top of the main model's)."""
+    d, v = 7168, 129280
+    net = _net(DEEPSEEK_V3)
+    moe_layer = sum(layers.params(s) for s in net.layers if s.name.startswith("layer60/"))
+    mtp = _params(net) - _main(net)
+    assert mtp == moe_layer + 2 * d * d + 3 * d == 11_610_067_968
+    assert round(moe_layer / 1e8) == 115  # "11.5B unique parameters" (the layer; plus 0.1B of projection)
+    assert round((mtp + 2 * v * d) / 1e9) == 13  # 13.46B stored: the README's "14B" rounds up
+    # "1.5B" activated, the shared head included (the projection left out, as above)
+    assert round((_mtp_active(net) - 2 * d * d - 3 * d + v * d) / 1e8) == 15
+    assert _net({**DEEPSEEK_V3, "num_nextn_predict_layers": 0}).layers[-1].name == "loss"
+    at_4k = [_training_flops(_net({**DEEPSEEK_V3, "num_nextn_predict_layers": n}, 4096)) for n in (0, 1)]
+    assert 0.035 < at_4k[1] / at_4k[0] - 1 < 0.05  # 4,096-token pre-training sequences
+
+
+def test_a_bad_mtp_depth_is_one_line():
+    with pytest.raises(
+        SpecError, match="config field 'num_nextn_predict_layers' must be an integer from 0 to 8"
+    ):
+        hf_config.to_model({**DEEPSEEK_V3, "num_nextn_predict_layers": -1})
 
 
 def test_qwen2_biases_q_k_v_only_and_llama_attention_bias_spares_the_mlp():

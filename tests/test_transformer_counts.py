@@ -65,33 +65,38 @@ PUBLISHED = {
     "llama2-70b": (68_976_648_192, 0),
     "llama3.1-405b": (405_853_388_800, 0),
     # "671B total parameters": README of github.com/deepseek-ai/DeepSeek-V3 at 9b4e978 (the main
-    # model; the 14B multi-token-prediction module is not in it); exact count in test_llm_experts.py
+    # model; the multi-token-prediction module, 11.6B more, is not in it, nor in _params below);
+    # exact counts in test_llm_experts.py and test_hf_architectures.py
     "deepseek-v3": (671e9, 0.5e9),
 }
 MIXTRAL_ACTIVE = (12.9e9, 0.05e9)
 
 
 def _params(net) -> int:
-    return sum(layers.params(s) for s in net.layers)
+    """The main model's parameters (DeepSeek-V3's multi-token-prediction module left out)."""
+    return sum(layers.params(s) for s in net.layers if not s.name.startswith("mtp"))
 
 
-def _active(net) -> int:
-    idle = sum(layers.params(s) - transformer.moe_active_params(s) for s in net.layers if s.type == "MoE")
-    return _params(net) - idle
+def _active(net, mtp: bool = False) -> int:
+    kept = [s for s in net.layers if mtp or not s.name.startswith("mtp")]
+    idle = sum(layers.params(s) - transformer.moe_active_params(s) for s in kept if s.type == "MoE")
+    return sum(layers.params(s) for s in kept) - idle
 
 
 def _matmul_params(net) -> int:
-    """N of 6N: active parameters less the embedding lookups, plus a tied head's matrix."""
+    """N of 6N: active parameters (multi-token-prediction modules included) less the embedding
+    lookups, plus a tied head's matrix; each MTP module runs the shared head once more."""
     m = net.meta["model"]
     embedding = sum(layers.params(s) for s in net.layers if s.type == "Embedding")
-    return _active(net) - embedding + (m["vocab"] * m["d_model"] if m.get("tied") else 0)
+    heads = (1 if m.get("tied") else 0) + m.get("mtp_layers", 0)
+    return _active(net, mtp=True) - embedding + heads * m["vocab"] * m["d_model"]
 
 
 def _attention_term(net) -> float:
     m = net.meta["model"]
     qk = m.get("head_dim") or m["d_model"] // m["n_heads"]
     v = (m.get("mla") or {}).get("v_head_dim", qk)  # MLA's value heads are narrower (128 of 192)
-    full = 6.0 * m["n_layers"] * m["n_heads"] * (qk + v)
+    full = 6.0 * (m["n_layers"] + m.get("mtp_layers", 0)) * m["n_heads"] * (qk + v)
     skips = m.get("attention") == "flash" and m.get("causal", True)
     return full * m["seq_len"] * (0.5 if skips else 1.0)
 

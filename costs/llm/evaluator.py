@@ -233,7 +233,7 @@ def _pipeline(c: _Ctx, x: dict, u: dict, workers) -> dict:
         f=blocks * u["blk_f"] + has_emb * x["emb_f"] + has_head * x["head_f"],
         b=blocks * u["blk_b"] + has_emb * x["emb_b"] + has_head * x["head_b"],
         tp=blocks * u["tp_blk"] + (has_emb + has_head) * u["tp_end"],
-        ep=blocks * u["ep_blk"],
+        ep=(blocks + has_head * c.m.get("mtp_layers", 0)) * u["ep_blk"],  # MTP layers: one MoE each
         cp=blocks * u["cp_blk"],
         pp=p2p,
         kernels=blocks * (x["k_blk"] + x["k_rep"]) + has_emb * x["k_emb"] + has_head * x["k_head"],

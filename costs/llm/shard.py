@@ -17,6 +17,8 @@ the layers (:func:`block_weights`): the weighted block is the average layer. Exp
 whole in the shard's compute (the tokens a GPU sends its experts equal, on average, the tokens
 it holds, whatever the expert-parallel degree); expert parallelism divides their parameters, and
 a GPU reads and writes the weights of its ``ceil(n_experts / ep)`` experts only.
+Multi-token-prediction modules (``mtp_layers``, DeepSeek-V3) sit after the last block, on the
+last pipeline stage: the shard counts them with the head.
 """
 
 from __future__ import annotations
@@ -124,9 +126,8 @@ def _build(model_json: str, tp: int, rules, ep: int = 1) -> Shard:
     attention = np.array([s.type == "Attention" for s in net.layers])
     core = attention & np.array([not s.layer.spec.get("flash") for s in net.layers])
     params = np.array([float((w * costs.params)[part == k].sum()) for k in (EMBED, BLOCK, HEAD)])
-    experts = sum(
-        wi * (layers.params(s) - _router(s)) for s, wi in zip(net.layers, w, strict=True) if s.type == "MoE"
-    )
+    experts, head_experts = _experts(net, part, w)
+    params[HEAD] -= head_experts * (1.0 - 1.0 / ep)  # an MTP layer's experts spread over EP as well
     flops = w * (t.tc + t.vec).sum(axis=1)
     fwd = w * (t.tc + t.vec)[:, 0]
     return Shard(
@@ -143,6 +144,14 @@ def _build(model_json: str, tp: int, rules, ep: int = 1) -> Shard:
         np.array([fwd[part == k].sum() for k in (EMBED, BLOCK, HEAD)]),
         float(fwd[core].sum()),
     )
+
+
+def _experts(net, part: np.ndarray, w: np.ndarray) -> tuple[float, float]:
+    """Expert parameters (routers excluded) of the blocks, weighted by their shares, and of the
+    head side (DeepSeek-V3's multi-token-prediction layer)."""
+    moe = [(s, p, wi) for s, p, wi in zip(net.layers, part, w, strict=True) if s.type == "MoE"]
+    blocks = sum(wi * (layers.params(s) - _router(s)) for s, p, wi in moe if p == BLOCK)
+    return float(blocks), float(sum(layers.params(s) - _router(s) for s, p, _ in moe if p == HEAD))
 
 
 def _router(s) -> int:

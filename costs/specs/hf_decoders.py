@@ -32,6 +32,7 @@ from typing import Any
 
 from costs.errors import SpecError
 from costs.specs.hf_fields import as_bool, as_int, choice, optional_int
+from costs.specs.transformer_spec import MAX_MTP
 
 _GELU = ("gelu_pytorch_tanh", "gelu", "gelu_new")
 _LAYER_TYPES = ("sliding_attention", "full_attention")
@@ -185,8 +186,9 @@ def _phi3(cfg: dict) -> dict:
 def _deepseek_v3(cfg: dict) -> dict:
     """DeepSeek-V3 (arXiv:2412.19437, §2.1): MLA, and a mixture of ``n_routed_experts`` fine-grained
     experts plus ``n_shared_experts`` shared ones after ``first_k_dense_replace`` dense layers.
-    The ``num_nextn_predict_layers`` multi-token-prediction modules are not part of the model
-    transformers builds (nor of the published 671B): they are not counted."""
+    Its ``num_nextn_predict_layers`` multi-token-prediction modules (§2.2) are trained with it:
+    they are costed (``mtp_layers``, :mod:`costs.specs.transformer_spec`), although transformers
+    does not build them and the published 671B leaves them out (README_WEIGHTS.md: 11.5B more)."""
     freq = as_int(cfg, "moe_layer_freq", 1)
     if freq != 1:
         raise SpecError(
@@ -215,7 +217,12 @@ def _deepseek_v3(cfg: dict) -> dict:
     }
     if cfg.get("n_group") and cfg.get("topk_group"):  # group-limited routing (§2.1.2; costs.llm.experts)
         moe.update(groups=as_int(cfg, "n_group"), group_top_k=as_int(cfg, "topk_group"))
-    return {**desc, "moe": moe}
+    mtp = cfg.get("num_nextn_predict_layers", 0)
+    if not isinstance(mtp, int) or isinstance(mtp, bool) or not 0 <= mtp <= MAX_MTP:
+        raise SpecError(
+            f"config field 'num_nextn_predict_layers' must be an integer from 0 to {MAX_MTP}, got {mtp!r}"
+        )
+    return {**desc, "moe": moe, "mtp_layers": mtp}
 
 
 READERS = {

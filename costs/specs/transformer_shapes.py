@@ -162,7 +162,9 @@ def _tables(layer: Layer) -> list[int]:
 
 
 def _embedding_params(s: ShapedLayer) -> int:
-    return sum(_tables(s.layer)) * s.out_shape[1]
+    """The tables' rows x d_model; none for a lookup into another layer's table (``shared``:
+    DeepSeek-V3's multi-token-prediction modules read the main embedding)."""
+    return 0 if s.layer.spec.get("shared", False) else sum(_tables(s.layer)) * s.out_shape[1]
 
 
 def _linear_params(s: ShapedLayer) -> int:

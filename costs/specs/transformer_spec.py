@@ -24,7 +24,8 @@ all of them when absent) or, in a one-block shard, ``window_share`` (the share o
 ``n_shared`` (always-on experts of ``d_ff`` each, summed with the routed ones),
 ``first_dense`` (the first layers keep a dense feed-forward of the model's ``d_ff``) and
 ``groups`` with ``group_top_k`` (a token's experts come from at most ``group_top_k`` of
-``groups`` expert groups: DeepSeek-V3's node-limited routing; only the all-to-all cost reads it).
+``groups`` expert groups: DeepSeek-V3's node-limited routing; only the all-to-all cost reads it);
+``mtp_layers`` (DeepSeek-V3's multi-token-prediction modules, 0 by default: see :func:`_mtp`).
 
 Run as ``python -m costs.specs.transformer_spec FILE...`` to rewrite each file's ``layers`` from its
 ``model`` (the zoo's transformer files are generated this way).
@@ -62,7 +63,9 @@ _DEFAULTS = {
     "post_norms": False,
     "type_vocab": 0,
     "batch": 1,
+    "mtp_layers": 0,
 }
+MAX_MTP = 8  # multi-token-prediction depth: DeepSeek-V3 trains 1 (arXiv:2412.19437, §2.2)
 
 
 def _checked(desc: dict[str, Any]) -> dict[str, Any]:
@@ -91,8 +94,14 @@ def _checked(desc: dict[str, Any]) -> dict[str, Any]:
     moe = m.get("moe")
     if moe is not None and (not isinstance(moe, dict) or {"n_experts", "top_k"} - set(moe)):
         raise SpecError("model field 'moe' must be an object with 'n_experts' and 'top_k'")
+    _check_mtp(m["mtp_layers"])
     _check_window(m)
     return m
+
+
+def _check_mtp(mtp) -> None:
+    if not isinstance(mtp, int) or isinstance(mtp, bool) or not 0 <= mtp <= MAX_MTP:
+        raise SpecError(f"model field 'mtp_layers' must be an integer from 0 to {MAX_MTP}, got {mtp!r}")
 
 
 def _check_window(m: dict) -> None:
@@ -248,6 +257,7 @@ def build_layers(desc: dict[str, Any]) -> dict[str, Any]:
     for i in range(m["n_layers"]):
         layers[f"layer{i}"] = _block(m, x, i)
         x = f"layer{i}"
+    layers.update(_mtp(m, x, norm))
     if m["norm_position"] == "pre":
         layers["final_norm"] = {"type": norm, "parents": [x]}
         x = "final_norm"
@@ -265,6 +275,41 @@ def build_layers(desc: dict[str, Any]) -> dict[str, Any]:
     }
     layers["loss"] = {"type": "CrossEntropy", "parents": ["lm_head"]}
     return layers
+
+
+def _mtp(m: dict, h: str, norm: str) -> dict[str, Any]:
+    """DeepSeek-V3's multi-token-prediction modules (arXiv:2412.19437, §2.2, Figure 3): module
+    ``k`` normalises the previous depth's hidden state (the main model's last layer for the
+    first) and the embedding of the token ``k`` ahead, concatenates them, projects 2d -> d (its
+    matrix M_k), runs one more transformer layer (a mixture of experts, as the model's later
+    layers), and predicts through the output head. The embedding and the output head are the
+    main model's ("shared"): they add compute, no parameters. Every layer name starts with
+    ``mtp``: the tensor-parallel shard counts them on the last pipeline stage."""
+    out: dict[str, Any] = {}
+    for k in range(m["mtp_layers"]):
+        p = f"mtp{k}_"
+        out[p + "embed"] = {
+            "type": "Embedding",
+            "parents": ["data"],
+            "vocab": m["vocab"],
+            "d_model": m["d_model"],
+        }
+        out[p + "embed"]["shared"] = True
+        out[p + "hnorm"] = {"type": norm, "parents": [h]}
+        out[p + "enorm"] = {"type": norm, "parents": [p + "embed"]}
+        out[p + "cat"] = {"type": "Concatenate", "parents": [p + "hnorm", p + "enorm"], "dim": 2}
+        out[p + "proj"] = {
+            "type": "Linear",
+            "parents": [p + "cat"],
+            "num_outputs": m["d_model"],
+            "bias": False,
+        }
+        out[p + "layer"] = _block(m, p + "proj", m["n_layers"])
+        out[p + "norm"] = {"type": norm, "parents": [p + "layer"]}
+        out[p + "head"] = {"type": "LMHead", "parents": [p + "norm"], "vocab": m["vocab"], "tied": True}
+        out[p + "loss"] = {"type": "CrossEntropy", "parents": [p + "head"]}
+        h = p + "layer"
+    return out
 
 
 # Longest sequence a request may ask for: 2**24 tokens, 16x the million-token contexts trained
