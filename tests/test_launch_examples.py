@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import socket
 import subprocess
@@ -224,3 +225,126 @@ def test_lm_example_shards_linears_on_the_accelerate_tp_mesh(tmp_path):
         for p in linears
     ]
     assert got["sharded"] == sorted([*layers, "lm_head.weight"])  # no norm, no embedding
+
+
+# accelerate 1.15 turns FSDP (and so a parallelism_config) on only for an accelerator device:
+# AcceleratorState.__init__ promotes MULTI_GPU, MULTI_XPU, MULTI_NPU ... to FSDP, not MULTI_CPU,
+# and ParallelismConfig._validate_accelerator refuses MULTI_CPU (accelerate/state.py,
+# parallelism_config.py). The driver labels the gloo world of CPU processes a GPU world (the
+# device stays the CPU: ACCELERATE_TORCH_DEVICE=cpu); the rest is accelerate's own code and
+# the reference script as written: _prepare_tp, _prepare_fsdp2, the accumulation loop.
+ACCELERATE_CPU_DRIVER = """
+import sys
+import accelerate.state
+from accelerate.utils import DistributedType
+
+def _gloo_as_gpu_world(self, cpu=False, sagemaker_dp=False, backend=None):
+    return "gloo", DistributedType.MULTI_GPU
+
+accelerate.state.PartialState._prepare_backend = _gloo_as_gpu_world
+import train_lm
+train_lm.main(sys.argv[1:])
+"""
+
+
+def _transformers_5_0() -> str:
+    """The folder holding transformers 5.0.0 (TRANSFORMERS_5_0), else skip."""
+    folder = os.environ.get("TRANSFORMERS_5_0")
+    if not folder or not Path(folder, "transformers", "integrations", "tensor_parallel.py").is_file():
+        pytest.skip(
+            "set TRANSFORMERS_5_0 to a folder with transformers 5.0.0, the last release accelerate 1.15 "
+            "prepares tensor parallelism with (pip install --no-deps --target DIR transformers==5.0.0 "
+            "tokenizers==0.22.2)"
+        )
+    return folder
+
+
+def _launch_tp_plan(out: Path, pythonpath: str | None) -> subprocess.CompletedProcess:
+    """Write the accelerate target's files for a TP 2 x dp_shard 2 plan to ``out`` and run its
+    node command on 4 CPU processes (the tiny Llama, 16 tokens, one step)."""
+    plan = llm(net="llama3-8b", gpus=4, gpus_per_node=4, tp=2, sp=False, zero=3, microbatch=1, accumulation=2)
+    assert TARGETS["accelerate"].refusal(plan) is None and plan.dp == 2
+    out.mkdir()
+    for name, text in TARGETS["accelerate"].files(plan, LaunchOptions()).items():
+        (out / name).write_text(text)
+    (out / "cpu_driver.py").write_text(ACCELERATE_CPU_DRIVER)
+    line = (out / "accelerate.sh").read_text().strip().splitlines()[-1]
+    assert (
+        line.startswith("accelerate launch --config_file accelerate_config.yaml ") and " train_lm.py " in line
+    )
+    # the plan's 8B net and 8,192-token sequence do not fit a CPU test: the tiny Llama, 16 tokens
+    assert "--model-config model_config.json --seq-len 8192 " in line
+    command = line.replace("accelerate launch", f"{sys.executable} -m accelerate.commands.launch", 1)
+    command = command.replace(" train_lm.py ", " cpu_driver.py ").replace(
+        "--model-config model_config.json --seq-len 8192", "--tiny --seq-len 16"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(
+        ACCELERATE_TORCH_DEVICE="cpu", NODE_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port())
+    )
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    return subprocess.run(
+        ["bash", "-c", f"{command} --steps 1 --warmup 0"],
+        cwd=out,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.slow
+def test_accelerate_tp_plan_trains_one_step_under_accelerate_launch(tmp_path):
+    """The accelerate target's files for a TP 2 x dp_shard 2 plan, run by `accelerate launch`
+    with the written config on 4 CPU processes (gloo) with transformers 5.0.0 first on the path:
+    the script shards the tiny Llama's linears over tp, accelerate replicates the rest over tp
+    (transformers' ReplicateParallel) and FSDP2 shards everything over dp_shard, one optimizer
+    step of 2 microbatches runs, and rank 0 logs the row `planner calibrate` reads, with the
+    plan's degrees."""
+    pytest.importorskip("accelerate", reason="pip install '.[launch]'")
+    out = tmp_path / "launch"
+    done = _launch_tp_plan(out, _transformers_5_0())
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "llama3-8b: 1 steps, median" in done.stdout
+    rows = list(csv.DictReader((out / "steps.csv").open()))
+    assert len(rows) == 1 and rows[0]["framework"].endswith("transformers accelerate")
+    assert float(rows[0]["value"]) > 0 and rows[0]["device"] == "cpu"
+    rows[0]["device"] = "H100_SXM"  # the loader refuses the CPU (check_row)
+    relabelled = tmp_path / "as_gpu.csv"
+    with relabelled.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (run,) = measurements.load(relabelled)
+    assert (run.net, run.precision, run.gpus, run.gpus_per_node) == ("llama3-8b", "bf16", 4, 4)
+    assert (run.tp, run.pp, run.cp, run.zero, run.batch_per_gpu, run.accumulation) == (2, 1, 1, 3, 1, 2)
+    assert run.seq_len == 16 and run.recompute == "none"
+
+
+@pytest.mark.slow
+def test_accelerate_tp_plan_stops_in_one_line_on_an_incompatible_pair(tmp_path):
+    """With the installed transformers lacking ReplicateParallel (5.1 and later), the same launch
+    stops before training with one line naming both versions and the release that works."""
+    pytest.importorskip("accelerate", reason="pip install '.[launch]'")
+    try:
+        from transformers.integrations.tensor_parallel import ReplicateParallel  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("the installed transformers has ReplicateParallel: accelerate prepares its TP models")
+    import accelerate
+    import transformers
+
+    done = _launch_tp_plan(tmp_path / "launch", None)
+    assert done.returncode != 0
+    line = (
+        f"accelerate {accelerate.__version__} prepares a tensor-parallel model under FSDP2 with transformers' "
+        f"ReplicateParallel, which transformers {transformers.__version__} does not have (transformers 4.52.2 "
+        "to 5.0.0 have it; this script's tensor parallelism needs 5.0.0: pip install transformers==5.0.0)\n"
+    )
+    assert line in done.stderr
+    assert not re.search(
+        r"^\[rank\d\]: Traceback", done.stderr, re.M
+    )  # no rank raised (the launcher reports exit 1)
+    assert not (tmp_path / "launch" / "steps.csv").exists()

@@ -551,6 +551,9 @@ def test_accelerate_tensor_parallel_plan_builds_its_parallelism_config(plans, tm
     env = _accelerate_env(plan, out)
     assert env["ACCELERATE_USE_FSDP"] == "true" and env["FSDP_VERSION"] == "2"
     assert env["FSDP_RESHARD_AFTER_FORWARD"] == "true"  # ZeRO 3
+    # off (the launcher's default is on): with it, fsdp2_load_full_state_dict re-shards a TP
+    # parameter's local shard as if it were the whole parameter
+    assert env["FSDP_CPU_RAM_EFFICIENT_LOADING"] == "false"
     assert env["FSDP_ACTIVATION_CHECKPOINTING"] == str(plan.recompute == "full").lower()
     assert env["ACCELERATE_USE_PARALLELISM_CONFIG"] == "true"
     assert env["ACCELERATE_MIXED_PRECISION"] == "bf16" == plan.precision
