@@ -167,8 +167,9 @@ def test_lm_example_trains_one_step_under_accelerate_launch(tmp_path):
 # run by 4 gloo processes: the accelerate target's mesh for dp_shard 2 x tp 2, and the reference
 # LM's tensor-parallel step on it (transformers' plan of the model), one forward and backward
 TP_DRIVER = """
-import json, sys
+import copy, json, sys
 import torch, torch.distributed as dist
+import transformers
 from accelerate.parallelism_config import ParallelismConfig
 from torch.distributed.tensor import DTensor
 from transformers import AutoConfig, AutoModelForCausalLM
@@ -180,117 +181,80 @@ pc = ParallelismConfig(dp_shard_size=2, tp_size=2)
 mesh = pc.build_device_mesh("cpu")
 spec = dict(train_lm.TINY)
 model = AutoModelForCausalLM.from_config(AutoConfig.for_model(spec.pop("model_type"), **spec))
+whole = copy.deepcopy(model)
 model = train_lm._tensor_parallel(model, pc.tp_size, mesh)
 tokens = torch.randint(0, 256, (2, 16))
-model(input_ids=tokens, labels=tokens).loss.backward()
+loss, reference = model(input_ids=tokens, labels=tokens).loss, whole(input_ids=tokens, labels=tokens).loss
+loss.backward()
+reference.backward()
+full = lambda g: g.full_tensor() if isinstance(g, DTensor) else g
+linears = [(m.weight, w.weight) for m, w in zip(model.modules(), whole.modules()) if isinstance(m, torch.nn.Linear)]
+grad_diff = max((full(m.grad) - w.grad).abs().max().item() for m, w in linears)  # every rank gathers
 q = model.model.layers[0].self_attn.q_proj.weight
 if dist.get_rank() == 0:
     json.dump({
+        "version": transformers.__version__,
         "mesh": list(mesh.mesh_dim_names),
         "q_local": list(q.to_local().shape), "q_global": list(q.shape),
+        "o_local": list(model.model.layers[0].self_attn.o_proj.weight.to_local().shape),
+        "down_local": list(model.model.layers[0].mlp.down_proj.weight.to_local().shape),
         "sharded": sorted(n for n, p in model.named_parameters() if isinstance(p, DTensor)),
-        "grad": q.grad is not None,
+        "loss": [loss.item(), reference.item()],
+        "linears": len(linears),
+        "grad_diff": grad_diff,
     }, open(sys.argv[1], "w"))
 dist.destroy_process_group()
 """
 
 
 @pytest.mark.slow
-def test_lm_example_shards_linears_on_the_accelerate_tp_mesh(tmp_path):
-    """The accelerate target's tensor-parallel step of the reference LM on the CPU: accelerate's
-    ParallelismConfig builds the (dp_shard, tp) mesh its parallelism_config names, transformers'
-    plan of the model shards q/k/v/o and the MLP over tp (Llama's base_model_tp_plan) and leaves
-    the norms whole (no sequence parallelism), and a step runs forward and backward."""
+@pytest.mark.parametrize("release", ["installed", "5.0.0"])
+def test_lm_example_shards_linears_on_the_accelerate_tp_mesh(tmp_path, release):
+    """The accelerate target's tensor-parallel step of the reference LM on the CPU, with the
+    installed transformers and with 5.0.0 (the release accelerate 1.15 prepares TP models with):
+    accelerate's ParallelismConfig builds the (dp_shard, tp) mesh its parallelism_config names,
+    transformers' plan of the model shards q/k/v/o and the MLP over tp (Llama's
+    base_model_tp_plan) and leaves the norms whole (no sequence parallelism), and the sharded
+    model's loss and gradients are the whole model's."""
     pytest.importorskip("accelerate", reason="pip install '.[launch]'")
     pytest.importorskip(
         "transformers.distributed", reason="tensor parallelism from a config: transformers>=5"
     )
+    folder = _transformers_5_0() if release == "5.0.0" else None
     plan = llm(net="llama3-8b", gpus=64, tp=2, sp=False, zero=3, microbatch=1, accumulation=4)
     out = tmp_path / "launch"
     out.mkdir()
     for name, text in TARGETS["accelerate"].files(plan, LaunchOptions()).items():
         (out / name).write_text(text)
     (out / "tp_driver.py").write_text(TP_DRIVER)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if folder:
+        env["PYTHONPATH"] = folder
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4"]
     launcher += ["--master-port", str(_free_port()), "tp_driver.py", str(tmp_path / "tp.json")]
-    done = subprocess.run(launcher, cwd=out, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(launcher, cwd=out, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads((tmp_path / "tp.json").read_text())
-    assert got["mesh"] == ["dp_shard", "tp"] and got["grad"]
+    assert got["mesh"] == ["dp_shard", "tp"]
     assert got["q_global"] == [64, 64] and got["q_local"] == [32, 64]  # Shard(0) over tp 2
+    # rowwise: the input features split (Shard(1)), so each rank's o_proj and down_proj take the
+    # activations its colwise q/k/v and gate/up produced, without a gather (DTensor would
+    # compute the same loss with any placement, communicating more)
+    assert got["o_local"] == [64, 32] and got["down_local"] == [64, 64]
+    assert got["loss"][0] == pytest.approx(got["loss"][1], rel=1e-5)
+    assert got["linears"] == 2 * 7 + 1 and got["grad_diff"] < 1e-5  # every linear's gradient
     linears = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
     layers = [
         f"model.layers.{i}.{'self_attn' if p[0] in 'qkvo' else 'mlp'}.{p}.weight"
         for i in (0, 1)
         for p in linears
     ]
-    assert got["sharded"] == sorted([*layers, "lm_head.weight"])  # no norm, no embedding
-
-
-# run by 4 gloo processes: the reference LM's tensor-parallel shards against the same model whole
-TP_MATCH_DRIVER = """
-import copy, json, sys
-import torch, torch.distributed as dist
-import transformers
-from accelerate.parallelism_config import ParallelismConfig
-from transformers import AutoConfig, AutoModelForCausalLM
-import train_lm
-
-dist.init_process_group("gloo")
-torch.manual_seed(0)
-pc = ParallelismConfig(dp_shard_size=2, tp_size=2)
-spec = dict(train_lm.TINY)
-model = AutoModelForCausalLM.from_config(AutoConfig.for_model(spec.pop("model_type"), **spec))
-whole = copy.deepcopy(model)
-model = train_lm._tensor_parallel(model, pc.tp_size, pc.build_device_mesh("cpu"))
-tokens = torch.randint(0, 256, (2, 16))
-sharded, reference = model(input_ids=tokens, labels=tokens).loss, whole(input_ids=tokens, labels=tokens).loss
-sharded.backward()
-reference.backward()
-from torch.distributed.tensor import DTensor
-pairs = [(m.weight, w.weight) for m, w in zip(model.modules(), whole.modules()) if isinstance(m, torch.nn.Linear)]
-grads = [(g.full_tensor() if isinstance(g, DTensor) else g) - w.grad for g, w in ((m.grad, w) for m, w in pairs)]
-sharded_linears = sum(isinstance(m, DTensor) for m, _ in pairs)
-if dist.get_rank() == 0:
-    json.dump({"version": transformers.__version__, "loss": [sharded.item(), reference.item()],
-               "linears": len(grads), "sharded": sharded_linears,
-               "grad_diff": max(g.abs().max().item() for g in grads)}, open(sys.argv[1], "w"))
-dist.destroy_process_group()
-"""
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("release", ["installed", "5.0.0"])
-def test_lm_tensor_parallel_step_matches_the_whole_model(tmp_path, release):
-    """The script's tensor-parallel sharding (transformers' plan of the model; under transformers
-    5.0.0 torch's distribute_tensor with the plan's placements) computes the whole model's loss
-    and gradients: TP 2 on a dp_shard 2 x tp 2 mesh of 4 CPU processes, the tiny Llama."""
-    pytest.importorskip("accelerate", reason="pip install '.[launch]'")
-    pytest.importorskip(
-        "transformers.distributed", reason="tensor parallelism from a config: transformers>=5"
-    )
-    folder = _transformers_5_0() if release == "5.0.0" else None
-    out = tmp_path / "launch"
-    out.mkdir()
-    plan = llm(net="llama3-8b", gpus=4, gpus_per_node=4, tp=2, sp=False, zero=3, microbatch=1, accumulation=2)
-    for name, text in TARGETS["accelerate"].files(plan, LaunchOptions()).items():
-        (out / name).write_text(text)
-    (out / "tp_match.py").write_text(TP_MATCH_DRIVER)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if folder:
-        env["PYTHONPATH"] = folder
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4"]
-    launcher += ["--master-port", str(_free_port()), "tp_match.py", str(tmp_path / "tp.json")]
-    done = subprocess.run(launcher, cwd=out, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads((tmp_path / "tp.json").read_text())
     if release == "5.0.0":
-        assert got["version"] == "5.0.0"
-    assert got["loss"][0] == pytest.approx(got["loss"][1], rel=1e-5)
-    assert got["linears"] == 2 * 7 + 1 and got["grad_diff"] < 1e-5  # q k v o gate up down, lm_head
-    # transformers 5.0 drops the causal LM's own lm_head entry when it merges the plans
-    # (PreTrainedModel.post_init), so its lm_head stays whole; later releases shard it too
-    assert got["sharded"] == (2 * 7 if got["version"] == "5.0.0" else 2 * 7 + 1)
+        # transformers 5.0 drops the causal LM's own lm_head entry when it merges the plans
+        # (PreTrainedModel.post_init), so its lm_head stays whole, for accelerate to replicate
+        assert got["version"] == "5.0.0" and got["sharded"] == sorted(layers)
+    else:
+        assert got["sharded"] == sorted([*layers, "lm_head.weight"])  # no norm, no embedding
 
 
 # accelerate 1.15 turns FSDP (and so a parallelism_config) on only for an accelerator device:
