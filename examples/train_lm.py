@@ -85,7 +85,7 @@ def _accelerate(model, args, batches):
     acc = Accelerator(gradient_accumulation_steps=args.accumulation)
     if acc.distributed_type == DistributedType.MEGATRON_LM:
         optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-        return _accelerate_megatron(acc, model, optimizer, args, batches)
+        return _accelerate_megatron(acc, model, optimizer, args, batches), {}
     nd = acc.parallelism_config
     if nd is not None and nd.tp_enabled:
         _check_tp_prepare()
@@ -103,24 +103,80 @@ def _accelerate(model, args, batches):
                 optimizer.zero_grad()
         acc.wait_for_everyone()
         times.append(time.perf_counter() - start)
-    return times
+    return times, _degrees(nd)
+
+
+def _degrees(nd) -> dict:
+    """The measurement row's model-parallel columns of an accelerate parallelism_config (empty
+    where there is none): tensor and context degrees, and the context exchange in planner's
+    names (accelerate's cp_comm_strategy is torch's rotate method: alltoall passes shards
+    around a ring, p2p; allgather gathers them)."""
+    if nd is None:
+        return {}
+    row = {"tp": nd.tp_size}
+    if nd.cp_enabled:
+        strategy = nd.cp_handler.cp_comm_strategy
+        row.update(
+            cp=nd.cp_size, cp_comm={"alltoall": "p2p", "allgather": "all_gather"}.get(strategy, strategy)
+        )
+    return row
 
 
 def _tensor_parallel(model, tp: int, mesh):
     """The model with its linears sharded over the mesh's ``tp`` dimension by the model's own
-    tensor-parallel plan (transformers>=5: ``DistributedConfig(tp_plan="auto")``; the plan a
-    pretrained model gets from ``from_pretrained(tp_plan="auto")``)."""
-    try:
-        from transformers.distributed import DistributedConfig
-    except ImportError as exc:  # transformers<5 shards only in from_pretrained
-        raise SystemExit(f"tensor parallelism from a config needs transformers>=5 ({exc})") from None
-    return type(model).maybe_distribute_model(model, DistributedConfig(tp_size=tp, tp_plan="auto"), mesh)
+    tensor-parallel plan (``DistributedConfig(tp_plan="auto")``, the plan a pretrained model
+    gets from ``from_pretrained(tp_plan="auto")``)."""
+    import transformers
+
+    if int(transformers.__version__.split(".")[0]) < 5:  # 4.x shards only in from_pretrained
+        raise SystemExit(
+            f"tensor parallelism from a config needs transformers>=5 (have {transformers.__version__})"
+        )
+    from transformers.distributed import DistributedConfig
+
+    if hasattr(type(model), "maybe_distribute_model"):  # later 5.x (5.17: distributed/mixin.py)
+        return type(model).maybe_distribute_model(model, DistributedConfig(tp_size=tp, tp_plan="auto"), mesh)
+    return _tensor_parallel_5_0(model, mesh["tp"])
+
+
+def _tensor_parallel_5_0(model, tp_mesh):
+    """transformers 5.0's sharding of a model built from a config: the input and output hooks of
+    its plan (``distribute_model``), then each planned parameter made a DTensor sharded as the
+    hooks expect. transformers 5.0 cuts weights only while reading a checkpoint (its styles'
+    ``shard_tensor`` takes a safetensors slice), so the cut is torch's ``distribute_tensor``
+    with the styles' placements (integrations/tensor_parallel.py): colwise splits the output
+    features (a linear weight's dim 0, its bias too), rowwise the input features (dim 1) and
+    keeps a bias whole. Parameters outside the plan (norms, embeddings) stay plain tensors,
+    which accelerate's ``_prepare_tp`` replicates over the tp mesh."""
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    from transformers.integrations import tensor_parallel as hf_tp
+
+    model = hf_tp.distribute_model(model, "auto", None, tp_mesh, tp_mesh.size())
+    for name, param in list(model.named_parameters()):
+        style = hf_tp._get_parameter_tp_plan(parameter_name=name, tp_plan=model.tp_plan)
+        if style is None:
+            continue
+        layer = hf_tp.ALL_PARALLEL_STYLES[style]
+        if isinstance(layer, hf_tp.ColwiseParallel) and layer.use_dtensor:
+            placement = Shard(0)
+        elif isinstance(layer, hf_tp.RowwiseParallel) and layer.use_dtensor:
+            placement = Shard(1) if param.dim() == 2 else Replicate()
+        else:
+            raise SystemExit(f"{name}: its tensor-parallel style {style} is not colwise or rowwise")
+        owner, attr = name.rsplit(".", 1)
+        shard = distribute_tensor(param.detach(), tp_mesh, [placement])
+        setattr(
+            model.get_submodule(owner), attr, torch.nn.Parameter(shard, requires_grad=param.requires_grad)
+        )
+    return model
 
 
 def _check_tp_prepare() -> None:
     """Stop in one line where accelerate cannot prepare a tensor-parallel model under FSDP2:
     Accelerator._prepare_tp (accelerate 1.15) imports transformers' ReplicateParallel to wrap
-    the parameters the plan leaves unsharded, a class transformers 5 no longer has."""
+    the parameters the plan leaves unsharded, a class transformers has from 4.52.2 to 5.0.0 only
+    (5.1 removed it); a model built from a config is sharded by transformers 5 alone, so the
+    pair that runs is transformers 5.0.0."""
     try:
         from transformers.integrations.tensor_parallel import ReplicateParallel  # noqa: F401
     except ImportError:
@@ -129,7 +185,9 @@ def _check_tp_prepare() -> None:
 
         raise SystemExit(
             f"accelerate {accelerate.__version__} prepares a tensor-parallel model under FSDP2 with "
-            f"transformers' ReplicateParallel, which transformers {transformers.__version__} does not have"
+            f"transformers' ReplicateParallel, which transformers {transformers.__version__} does not have "
+            "(transformers 4.52.2 to 5.0.0 have it; this script's tensor parallelism needs 5.0.0: "
+            "pip install transformers==5.0.0)"
         ) from None
 
 
@@ -195,10 +253,11 @@ def main(argv: list[str] | None = None) -> dict:
     vocab = model.config.vocab_size
     tokens = torch.randint(0, vocab, (args.batch, args.seq_len), device=device)
     batches = lambda: (tokens, tokens)  # noqa: E731
+    degrees: dict = {}
     if args.deepspeed_config:
         times, how = _deepspeed(model.to(device), args, device, batches), "deepspeed"
     elif args.accelerate:
-        times, how = _accelerate(model, args, batches), "accelerate"
+        (times, degrees), how = _accelerate(model, args, batches), "accelerate"
     else:
         model, optimizer = wrap(model, args, device)
         times, how = (
@@ -206,7 +265,9 @@ def main(argv: list[str] | None = None) -> dict:
             f"{mode(args)} zero {args.zero}",
         )
     args.net = args.net or model.config.model_type
-    row = log_row(args, times, world, args.seq_len, f"transformers {how}", recompute=args.recompute)
+    row = log_row(
+        args, times, world, args.seq_len, f"transformers {how}", recompute=args.recompute, **degrees
+    )
     if rank == 0:
         print(f"{args.net}: {len(times)} steps, median {row['value']} ms per step")
     finish()

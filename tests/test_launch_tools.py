@@ -516,16 +516,39 @@ def _accelerate_env(plan: LaunchPlan, out: Path) -> dict[str, str]:
     return prepare_multi_gpu_env(args)
 
 
-def test_accelerate_config_passes_accelerate_launch(plans, tmp_path):
+def test_accelerate_config_passes_accelerate_launch(plans, tmp_path, monkeypatch):
+    """The best plan of the llama3-70b search kept to accelerate (FSDP2, ZeRO 3, full
+    recomputation, data parallel): accelerate launch's environment for its config builds
+    accelerate's own FullyShardedDataParallelPlugin with the plan's settings, and the node
+    command carries its batch, accumulation and sequence, which fill its global batch."""
     need("accelerate")
+    from accelerate.utils import FullyShardedDataParallelPlugin
+
     plan = plans["llama-dp"]
+    assert (plan.tp, plan.pp, plan.cp, plan.zero, plan.recompute) == (
+        1,
+        1,
+        1,
+        3,
+        "full",
+    )  # what the search picks
     out = files_for(plan, "accelerate", tmp_path)
     cfg = yaml.safe_load((out / "accelerate_config.yaml").read_text())
+    assert cfg["distributed_type"] == "FSDP" and "parallelism_config" not in cfg
     env = _accelerate_env(plan, out)
-    if cfg["distributed_type"] == "FSDP":
-        assert env["ACCELERATE_USE_FSDP"] == "true" and env["FSDP_VERSION"] == "2"
-        assert env["FSDP_RESHARD_AFTER_FORWARD"] == str(plan.zero == 3).lower()
+    assert env["ACCELERATE_USE_FSDP"] == "true" and env["FSDP_VERSION"] == "2"
     assert env["ACCELERATE_MIXED_PRECISION"] == {"bf16": "bf16", "fp16": "fp16"}.get(plan.precision, "no")
+    _from_env(monkeypatch, env, "FSDP_")
+    fsdp = FullyShardedDataParallelPlugin()
+    assert (fsdp.fsdp_version, fsdp.reshard_after_forward) == (2, plan.zero == 3)
+    assert fsdp.activation_checkpointing == (plan.recompute == "full")
+    assert fsdp.cpu_ram_efficient_loading is False
+    (tmp_path / "node.txt").write_text((out / "accelerate.sh").read_text().strip().splitlines()[-1])
+    node = tokens(tmp_path / "node.txt")
+    batch, accumulation = int(node["--batch"]), int(node["--accumulation"])
+    assert (batch, accumulation, int(node["--seq-len"])) == (plan.microbatch, plan.accumulation, plan.seq_len)
+    assert node["--recompute"] == "none"  # FSDP's activation checkpointing recomputes, not the script
+    assert batch * accumulation * cfg["num_processes"] == plan.global_batch
 
 
 def _from_env(monkeypatch, env: dict[str, str], prefix: str) -> None:
@@ -551,6 +574,9 @@ def test_accelerate_tensor_parallel_plan_builds_its_parallelism_config(plans, tm
     env = _accelerate_env(plan, out)
     assert env["ACCELERATE_USE_FSDP"] == "true" and env["FSDP_VERSION"] == "2"
     assert env["FSDP_RESHARD_AFTER_FORWARD"] == "true"  # ZeRO 3
+    # off (the launcher's default is on): with it, fsdp2_load_full_state_dict re-shards a TP
+    # parameter's local shard as if it were the whole parameter
+    assert env["FSDP_CPU_RAM_EFFICIENT_LOADING"] == "false"
     assert env["FSDP_ACTIVATION_CHECKPOINTING"] == str(plan.recompute == "full").lower()
     assert env["ACCELERATE_USE_PARALLELISM_CONFIG"] == "true"
     assert env["ACCELERATE_MIXED_PRECISION"] == "bf16" == plan.precision

@@ -139,6 +139,12 @@ def accelerate_config(plan: LaunchPlan, opts: LaunchOptions) -> dict:
             "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
             "fsdp_state_dict_type": "SHARDED_STATE_DICT",
             "fsdp_activation_checkpointing": plan.recompute == "full",
+            # every rank builds the model from its config, so there is no checkpoint for rank 0 to
+            # broadcast; `accelerate launch` turns this on when the config leaves it out, and then
+            # fsdp2_load_full_state_dict (utils/fsdp_utils.py, accelerate 1.15) broadcasts a
+            # tensor-parallel parameter's local shard as if it were the whole (DTensor.to_local),
+            # so a TP plan fails with a size mismatch; accelerate's tp_hsdp.yaml sets it false too
+            "fsdp_cpu_ram_efficient_loading": False,
         }
         if _nd(plan):
             cfg["parallelism_config"] = parallelism_config(plan)
