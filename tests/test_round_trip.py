@@ -106,3 +106,25 @@ def test_estimate_defaults_to_the_scheme_a_plan_uses(capsys):
         ["estimate", "alexnet", "--rules", "paleo-2018", "--workers", "8", "--format", "json"],
     )
     assert sorted({r["scheme"] for r in rows}) == ["butterfly", "onetoall", "ring", "tree"]
+
+
+def test_pareto_plan_files_state_their_goodput_assumptions(capsys, tmp_path, monkeypatch):
+    """A plan file's expected time to train includes failures and checkpoints: the file carries
+    the settings it assumed (the options given, the defaults left as null) and the results."""
+    monkeypatch.chdir(tmp_path)
+    args = ["llama3-8b", "--budget", "16gpus", "--gpu", "H100_SXM", "--failures-per-1k-gpu-hours", "0.5"]
+    assert main(["pareto", *args, "--restart-min", "10", "--async-ckpt", "--out", str(tmp_path / "p")]) == 0
+    run = json.loads((tmp_path / "p" / "run.json").read_text())
+    capsys.readouterr()
+    for f in sorted((tmp_path / "p").glob("plan_*.json")):
+        g = json.loads(f.read_text())["goodput"]
+        assert (g["mode"], g["failures_per_1k_gpu_hours"], g["restart_min"], g["async_ckpt"]) == (
+            "on",
+            0.5,
+            10.0,
+            True,
+        )
+        assert g["ckpt_write_gbs"] is None and 0.9 < g["goodput"] < 1.0 and g["ckpt_interval_s"] > 0
+        assert g["goodput_basis"].startswith("failures 0.5 per 1,000 GPU-hours (--failures-per-1k-gpu-hours)")
+        assert "relaunch 10 min plus the reload" in g["goodput_basis"]
+    assert run["request"]["failures_per_1k_gpu_hours"] == 0.5

@@ -152,6 +152,16 @@ def plan_file(p: dict, req: OptimizeRequest) -> dict:
         **({"image_size": p["image_size"]} if "image_size" in p else {}),
         # columns of the axes a user can set (e.g. accumulation), under their record keys
         **{f.key: p[f.key] for a in OPTIONS for f in a.fields},
+        # what the expected time to train assumes of failures and checkpoints (planner.goodput);
+        # `planner estimate --plan` scores a step and reads none of it
+        "goodput": {
+            "mode": getattr(req, "goodput", "on"),
+            "failures_per_1k_gpu_hours": req.failures_per_1k_gpu_hours,
+            "ckpt_write_gbs": req.ckpt_write_gbs,
+            "restart_min": req.restart_min,
+            "async_ckpt": req.async_ckpt,
+            **{k: p.get(k) for k in ("goodput", "lost_hours", "ckpt_interval_s", "goodput_basis")},
+        },
         "expected": {
             k: p[k]
             for k in (
