@@ -39,10 +39,13 @@ DataLoader = Annotated[
     ),
 ]
 ImageSize = Annotated[
-    int | None,
+    str | None,
     typer.Option(
         help="Vision nets (efficientnet, convnext, vit, swin): input side in px, square (default: the net's "
-        "published size); FLOPs, activations and the loader's per-image work follow it."
+        "published size); FLOPs, activations and the loader's per-image work follow it. Or a progressive "
+        "resizing schedule SIZE:FRACTION,... (fractions of the epochs, summing to 1; e.g. FFCV's ResNet-50 "
+        "recipe 160:71/88,192:17/88): each phase's steps at its size, memory at the largest.",
+        metavar="PX|SCHEDULE",
     ),
 ]
 Stack = Annotated[

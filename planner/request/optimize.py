@@ -14,7 +14,7 @@ import numpy as np
 
 from costs.hardware import PRECISIONS
 from costs.llm.evaluator import description
-from planner import catalog
+from planner import catalog, resizing
 from planner.energy import Energy, with_options
 from planner.epochs import EpochsRule, rule_for
 from planner.errors import BadInput
@@ -61,7 +61,9 @@ class OptimizeRequest:
     dataset_size: int | None = None
     global_batch: int | None = None  # None: the net's (transformers), else free
     seq_len: int | None = None  # transformers: None is the model's
-    image_size: int | None = None  # vision nets: px a side; None is the net's
+    image_size: int | str | None = (
+        None  # vision nets: px a side or a schedule (planner.resizing); None: the net's
+    )
     tokens: str | None = None  # transformers: training tokens ("15T", "2e12"); None: the net's
     global_batch_tokens: str | None = None  # transformers: tokens per optimizer step ("4M")
     memory_headroom: float | None = None  # share of GPU memory a plan may fill; None: the default
@@ -112,6 +114,7 @@ class Problem:
     tokens: Tokens | None = None  # transformers: training tokens and global batch, with their sources
     hosts: object = None  # planner.hosts.HostArrays: each device's host per node size
     epochs_rule: EpochsRule | None = None  # epochs by global batch (planner.epochs); None: ``epochs``
+    resize: resizing.Resized | None = None  # a resizing schedule's net at each size; None: one size
 
     @property
     def global_batch(self) -> int | None:
@@ -307,7 +310,10 @@ def validate(req: OptimizeRequest) -> Problem:
     if not gpus:
         raise BadInput(f"no device has a {what} in prices.toml (see `planner list prices`)")
     net_info = catalog.network(req.network)
-    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, req.seq_len, req.image_size)
+    req = replace(req, image_size=resizing.normal(req.image_size))
+    size = resizing.largest(req.image_size)  # a schedule's largest: memory must fit it
+    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, req.seq_len, size)
+    resize = resizing.phase_costs(req.image_size, req.net, req.rules, req.conv_algorithm, req.seq_len)
     llm = description(costs)
     if req.precision == "fp8" and llm is None:
         raise BadInput(defaults.FP8_CNN)
@@ -350,7 +356,7 @@ def validate(req: OptimizeRequest) -> Problem:
             req.optimizer,
             loader_for(costs.net.meta, req.data_loader),
             dict(req.axes).get("stack"),
-        ).for_net(costs.net.meta, host_table),
+        ).for_net(costs.net.meta, host_table, resizing.mean_scale(resize)),
         price_sources=sources,
         hosts=host_table,
         llm=llm,
@@ -359,6 +365,7 @@ def validate(req: OptimizeRequest) -> Problem:
         tokens=tokens,
         kwh_usd=kwh_usd,
         reliability=reliability,
+        resize=resize,
     )
 
 
