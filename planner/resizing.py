@@ -1,12 +1,18 @@
 """Progressive resizing: ``--image-size`` as a schedule of (size, share of the epochs) phases.
 
 Training a vision net on small images first and the published size last trains faster for the
-same accuracy: fast.ai's DAWNBench ImageNet runs ("Now anyone can train Imagenet in 18 minutes",
-fast.ai, 2018-08-10) and FFCV's ResNet-50 recipes, e.g. ``rn50_configs/rn50_88_epochs.yaml`` of
-https://github.com/libffcv/ffcv-imagenet @5bab20e (read 2026-11-25): 88 epochs, ``min_res`` 160,
-``max_res`` 192, ramp from epoch 65 to 76 in steps of 32 px (``train_imagenet.py``
-``get_resolution`` @606c584), i.e. 71 epochs at 160 px and 17 at 192 px:
-``--image-size 160:71/88,192:17/88``.
+same accuracy. Two published ResNet-50 schedules, as this option writes them:
+
+- fast.ai and DIU's ImageNet runs ("Now anyone can train Imagenet in 18 minutes",
+  https://www.fast.ai/posts/2018-08-10-fastai-diu-imagenet.html; code
+  https://github.com/cybertronai/imagenet18 @218ef7e, ``train.py`` ``eight_machines``, "19:04 to
+  93.0" top-5 on 8 x p3.16xlarge; read 2026-11-25): 128 px for epochs 0-13, 224 px for 14-28,
+  288 px for 29-34, 35 epochs in all (``training/train_imagenet_nv.py``: the last phase's end
+  epoch): ``--image-size 128:2/5,224:3/7,288:6/35``.
+- FFCV's ``rn50_configs/rn50_88_epochs.yaml`` (https://github.com/libffcv/ffcv-imagenet @5bab20e,
+  read 2026-11-25): 88 epochs, ``min_res`` 160, ``max_res`` 192, a ramp from epoch 65 to 76 rounded
+  to multiples of 32 px (``train_imagenet.py`` ``get_resolution`` @606c584): 71 epochs at 160 px,
+  17 at 192 px: ``--image-size 160:71/88,192:17/88``.
 
 A schedule is ``SIZE:FRACTION,...``: each size in px a side, each fraction the share of the
 epochs trained at it (a decimal or ``p/q``), the fractions summing to exactly 1. The time to

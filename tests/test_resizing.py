@@ -67,6 +67,17 @@ def test_ffcv_recipe_is_71_epochs_at_160_and_17_at_192():
     np.testing.assert_allclose(s.weights, [71 / 88, 17 / 88])
 
 
+def test_fastai_diu_eight_machine_schedule():
+    """cybertronai/imagenet18 @218ef7e train.py ``eight_machines``: 128 px from epoch 0, 224 px
+    from 14, 288 px from 29 to the end at 35 (train_imagenet_nv.py: the largest phase epoch)."""
+    starts, end = {128: 0, 224: 14, 288: 29}, 35
+    bounds = [*starts.values(), end]
+    epochs = {size: bounds[i + 1] - bounds[i] for i, size in enumerate(starts)}
+    assert epochs == {128: 14, 224: 15, 288: 6}
+    s = parse("128:2/5,224:3/7,288:6/35")
+    assert {p.size: p.fraction * end for p in s.phases} == epochs and s.largest == 288
+
+
 def test_canonical_text():
     assert parse("128:0.4, 192:0.40,224:1/5").text == "128:0.4,192:0.4,224:0.2"
     assert parse("224:1").text == "224:1" and parse("224") == 224 and parse(" 288 ") == 288
