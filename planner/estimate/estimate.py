@@ -16,6 +16,7 @@ from costs.comm import schemes as comm
 from costs.llm.evaluator import description
 from costs.model import evaluate, plans
 from planner import catalog, resizing
+from planner.epochs import resolve
 from planner.errors import BadInput, UnsupportedError
 from planner.estimate.llm import estimate_llm
 from planner.estimate.modelparallel import estimate_model_parallel
@@ -79,7 +80,10 @@ def estimate(req: EstimateRequest) -> list[dict]:
     ).for_net(costs.net.meta, host, resizing.mean_scale(resize))
     if llm is not None or not req.model_parallel:  # a CNN with --tp: the error below says why
         check_stack(req, model)
+    rule = resolve(req.convergence, req.net, req.optimizer)  # one-line refusals before costing
     records = _estimate(req, costs, model, info, net_info, precision, llm, resize)
+    if req.convergence != "auto":  # a named rule: the epochs it gives at each plan's global batch
+        _epochs_fields(records, rule)
     vision = costs.net.meta.get("vision")
     for rec in records:  # every answer names its stack (None under PALEO's rules)
         rec["stack"] = model.stack
@@ -103,6 +107,19 @@ def _evaluate(costs, p, devices, links, model: CostModel, resize) -> tuple:
         for c, m in zip(resize.costs, resize.models(model))
     ]
     return resizing.blend(parts, resize.weights), [r.total for r in parts]
+
+
+def _epochs_fields(records: list[dict], rule) -> None:
+    """Each record's epochs to the target under the named ``--convergence`` rule (planner.epochs)
+    at its global batch; ``fixed`` (no rule) says the count is the net's or --epochs'."""
+    for rec in records:
+        batch = int(rec["effective_batch"])
+        if rule is None:
+            rec["epochs_basis"] = "fixed (--convergence fixed): --epochs or the net's own count"
+            continue
+        rec.update(
+            epochs=float(rule.epochs(batch)), epochs_basis=rule.describe(batch), epochs_source=rule.source
+        )
 
 
 def _phase_fields(records: list[dict], resize, phases: list) -> None:

@@ -73,6 +73,7 @@ class Scorer:
     # progressive resizing (planner.resizing): the net at each phase's size; ``costs`` is then the
     # net at the largest size; None: one size
     resize: Resized | None = None
+    convergence: str = "auto"  # --convergence as asked (planner.epochs.CHOICES); the rule is ``epochs_rule``
 
     def __post_init__(self) -> None:
         self._kwargs = self.model.kwargs(self.devices, self.links) if self.model else {}
@@ -275,6 +276,7 @@ class Scorer:
             epochs_rule=problem.epochs_rule,
             reliability=problem.reliability,
             resize=problem.resize,
+            convergence=req.convergence,
         )
 
     def epochs_at(self, global_batch) -> np.ndarray:

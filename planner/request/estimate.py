@@ -63,9 +63,8 @@ class EstimateRequest:
     microbatch: int | None = None  # sequences per GPU per microbatch (None: --batch's)
     global_batch: int | None = None  # sequences per step; sets the microbatches per step
     seq_len: int | None = None  # None: the model's
-    image_size: int | str | None = (
-        None  # vision nets: px a side or a schedule (planner.resizing); None: the net's
-    )
+    image_size: int | str | None = None  # vision nets: px a side or a resizing schedule; None: the net's
+    convergence: str = "auto"  # epochs by global batch (planner.epochs.CHOICES); named: records state them
     memory_headroom: float | None = None  # share of GPU memory a plan may fill; None: the default
 
     @property
@@ -215,6 +214,7 @@ def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
         **_model_keys(data),
         **_llm_keys(data),
         image_size=normal(data.get("image_size")),
+        convergence=str(data.get("convergence", "auto")),
         stack=data.get("stack"),
     )
 

@@ -16,7 +16,7 @@ from costs.hardware import PRECISIONS
 from costs.llm.evaluator import description
 from planner import catalog, resizing
 from planner.energy import Energy, with_options
-from planner.epochs import EpochsRule, rule_for
+from planner.epochs import EpochsRule, resolve
 from planner.errors import BadInput
 from planner.goodput import Reliability, of_request
 from planner.metrics.limits import Limits
@@ -58,6 +58,9 @@ class OptimizeRequest:
     cpu_cores_per_gpu: float | None = None  # host CPU cores per GPU; None: each host's
     nics: int | None = None  # NICs per node at --network's rate; None: each host's
     epochs: float | None = None
+    convergence: str = (
+        "auto"  # epochs by global batch: auto | goyal-2017 | mlperf-lars | fixed (planner.epochs)
+    )
     dataset_size: int | None = None
     global_batch: int | None = None  # None: the net's (transformers), else free
     seq_len: int | None = None  # transformers: None is the model's
@@ -133,7 +136,8 @@ class Problem:
 def request_dict(req: OptimizeRequest) -> dict:
     """The request as plain data for run records: lists for tuples, axis options as keys."""
     data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items() if k != "axes"}
-    data = {k: v for k, v in data.items() if k != "image_size" or v is not None}  # recorded when set
+    unset = {"image_size": None, "convergence": "auto"}  # recorded when set (older run records lack them)
+    data = {k: v for k, v in data.items() if k not in unset or v != unset[k]}
     return {**data, **dict(req.axes)}
 
 
@@ -349,7 +353,7 @@ def validate(req: OptimizeRequest) -> Problem:
         costs=costs,
         epochs=epochs,
         dataset_size=dataset,
-        epochs_rule=None if req.epochs is not None or tokens else rule_for(req.net, req.optimizer),
+        epochs_rule=resolve(req.convergence, req.net, req.optimizer, req.epochs),
         model=CostModel.of(
             req.rules,
             req.calibration,

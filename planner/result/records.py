@@ -146,11 +146,12 @@ def _epochs_fields(scorer: Scorer, m: dict) -> dict:
     if scorer.tokens is not None:
         return {}
     rule = scorer.epochs_rule
-    basis = (
-        rule.describe(int(m["global_batch"][0]))
-        if rule is not None
+    fixed = (
+        "fixed (--convergence fixed): --epochs or the net's own count"
+        if scorer.convergence == "fixed"
         else "fixed: --epochs or the net's own count; no cited schedule by batch for this net and optimizer"
     )
+    basis = rule.describe(int(m["global_batch"][0])) if rule is not None else fixed
     source = rule.source if rule is not None else ""
     return {"epochs": float(m["epochs"][0]), "epochs_basis": basis, "epochs_source": source}
 
@@ -247,6 +248,8 @@ def estimate_command(scorer: Scorer, rec: dict) -> str:
     head = [a.estimate_args(rec) for a in AXES if not a.estimate_tail]
     tail = [a.estimate_args(rec) for a in AXES if a.estimate_tail]
     model = _model_args(scorer, rec)
+    if scorer.convergence != "auto":  # the epochs rule the request named (planner.epochs)
+        model.append(f"--convergence {scorer.convergence}")
     model.append(f"--conv-algorithm {scorer.costs.algorithm}")
     model += _input_args(rec)
     net = scorer.net_arg or scorer.costs.net.source.removesuffix(".json")

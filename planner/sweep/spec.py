@@ -51,6 +51,7 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "electricity": (int, float),  # USD per kWh for owned GPUs
     "network": (str,),
     "epochs": (int, float),
+    "convergence": (str,),  # epochs by global batch: auto | goyal-2017 | mlperf-lars | fixed (planner.epochs)
     "dataset_size": (int,),
     "global_batch": (int,),
     "seq_len": (int,),  # transformers: tokens per sequence
