@@ -22,6 +22,10 @@ epochs follow the batch:
 
 Nets without a cited schedule (every net but ResNet-50 and ResNet-101, and any net trained with
 Adam) keep their spec's fixed epochs, and the answer says so. ``--epochs`` overrides every rule.
+
+``--convergence`` picks the rule (:data:`CHOICES`): ``auto`` (goyal-2017 for SGD where it covers
+the net, else fixed), a rule by name (refused, in one line, for a net or optimizer its study did
+not train), or ``fixed`` (the net's own count, or ``--epochs``).
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ MLPERF_SOURCE = (
 # MLPerf's references are ResNet-50 v1.5.
 _NETS = {"goyal-2017": ("resnet50", "resnet101"), "mlperf-lars": ("resnet50",)}
 RULES = ("goyal-2017", "mlperf-lars")
+CHOICES = ("auto", *RULES, "fixed")  # --convergence
+_SGD = ("auto", "sgd", "momentum")  # the optimizers both studies used (LARS is momentum SGD per layer)
 
 
 @dataclass(frozen=True)
@@ -109,3 +115,29 @@ def rule_for(net: str, optimizer: str, name: str = "auto") -> EpochsRule | None:
     if name not in RULES or net not in _NETS[name]:
         return None
     return EpochsRule(name, GOYAL_SOURCE if name == "goyal-2017" else MLPERF_SOURCE)
+
+
+def resolve(choice: str, net: str, optimizer: str, epochs: float | None = None) -> EpochsRule | None:
+    """The rule ``--convergence`` asks for: ``auto`` as :func:`rule_for` (None when ``--epochs``
+    is given), ``fixed`` None, a named rule when its study trained ``net`` with ``optimizer``;
+    else a one-line :class:`~planner.errors.BadInput` naming the option, the value and what is valid."""
+    from planner.errors import BadInput
+
+    if choice not in CHOICES:
+        raise BadInput(f"--convergence '{choice}' (valid: {', '.join(CHOICES)})")
+    if choice == "fixed" or (choice == "auto" and epochs is not None):
+        return None
+    if choice == "auto":
+        return rule_for(net, optimizer)
+    if epochs is not None:
+        raise BadInput(f"--convergence {choice} with --epochs {epochs:g}: --epochs fixes the count; give one")
+    if net not in _NETS[choice]:
+        raise BadInput(
+            f"--convergence {choice}: its study trained {', '.join(_NETS[choice])}, not '{net}' (valid for it: auto, fixed)"
+        )
+    if optimizer not in _SGD:
+        raise BadInput(
+            f"--convergence {choice} is for SGD with momentum (LARS for mlperf-lars), not --optimizer {optimizer} "
+            "(valid: auto, sgd, momentum)"
+        )
+    return rule_for(net, optimizer, choice)

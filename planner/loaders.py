@@ -5,7 +5,7 @@ decoding costs the GPU itself.
   (samples/s per core) x the plan's host cores per GPU (planner.hosts: the instance's, or the
   assumed host's, or ``--cpu-cores-per-gpu``).
 - ``dali``: decoding on the GPU. A GPU with a hardware JPEG decoder (devices.toml
-  ``jpeg_decoders`` > 0: A100, H100 and later) runs at [loader.gpu_dali] (an A100 figure, not
+  ``jpeg_decoders`` > 0, cited: A100, A30, H100, H200, GH200, B200) runs at [loader.gpu_dali] (an A100 figure, not
   credited with the later GPUs' extra decoder engines) and the decoding is off the SMs. An NVIDIA
   GPU without one (or one the catalog cites none for: the conservative reading) decodes on its SMs: [loader.gpu_dali_sm] scaled by its FP32 peak over the
   A100's, and that time is charged to every step. DALI is CUDA-only: other vendors' GPUs read
@@ -97,6 +97,12 @@ def per_plan(loader: str, hosts, device, gpus_per_node) -> tuple[np.ndarray, np.
     return np.where(on_cpu[device], cpu, rate[device]), decode[device]
 
 
+def _vendor_decoders(key: str | None) -> str:
+    """An AMD GPU's own JPEG cores, where the catalog cites them: there, not used (DALI is CUDA-only)."""
+    decoders = _device_info(key)[1] if key else None
+    return f"; its {decoders} hardware JPEG cores serve AMD's rocJPEG, not modelled" if decoders else ""
+
+
 def describe(loader: str, hosts, g: int, gpus_per_node: int) -> dict:
     """Record fields: the loader a plan on device row ``g`` uses, its rate per GPU and why."""
     if loader not in ("cpu", "dali"):
@@ -108,7 +114,7 @@ def describe(loader: str, hosts, g: int, gpus_per_node: int) -> dict:
         cores = float(_cores(hosts, np.array([g]), np.array([gpus_per_node]))[0])
         why = f"JPEG decoding on {cores:g} host cores per GPU x {_cpu_per_core():g} images/s per core"
         if loader == "dali":
-            why += " (DALI is CUDA-only: this GPU's data is decoded on the CPU)"
+            why += " (DALI is CUDA-only: this GPU's data is decoded on the CPU" + _vendor_decoders(key) + ")"
         return {"loader": why, "loader_samples_s_per_gpu": float(rate[0])}
     if mode == "dali-hw":
         return {

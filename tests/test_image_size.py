@@ -107,7 +107,7 @@ def test_the_loader_rate_scales_with_the_pixels():
         ),
         ("resnet50", "448", "'resnet50' is a fixed-size spec"),
         ("llama3-8b", "224", "--image-size is for vision nets; 'llama3-8b' is a transformer"),
-        ("efficientnet_b0", "22.5", "'22.5' is not a valid integer"),
+        ("efficientnet_b0", "22.5", "--image-size '22.5': not an integer (a size in px, or a schedule"),
     ],
 )
 @pytest.mark.parametrize("command", ["estimate", "optimize"])
@@ -117,8 +117,7 @@ def test_bad_sizes_exit_2_in_one_line(capsys, command, net, size, message):
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "Traceback" not in err
-    if "valid integer" not in message:  # Click's own parse errors come with its usage lines
-        assert len(err.splitlines()) == 1, err
+    assert len(err.splitlines()) == 1, err
 
 
 def test_sweep_spec_takes_an_image_size(tmp_path):
@@ -129,7 +128,7 @@ def test_sweep_spec_takes_an_image_size(tmp_path):
     spec = load(path, tmp_path / "r")
     assert sorted(cell.request.image_size for cell in spec.cells()) == [224, 288]
     path.write_text(
-        "name: s\ntrials: 8\ngrid:\n  net: [convnext_tiny]\noptions:\n  budget: 8gpus\n  image_size: '224'\n"
+        "name: s\ntrials: 8\ngrid:\n  net: [convnext_tiny]\noptions:\n  budget: 8gpus\n  image_size: 224.5\n"
     )
-    with pytest.raises(SweepSpecError, match="image_size"):
+    with pytest.raises(SweepSpecError, match="options.image_size value 224.5 is not int or str"):
         load(path, tmp_path / "r")

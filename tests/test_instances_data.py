@@ -118,9 +118,17 @@ def test_jpeg_decoder_counts_are_cited(key):
 
 
 def test_jpeg_decoder_reference_counts():
-    # A100 whitepaper p. 54: one 5-core NVJPG engine; H100 / H200 datasheets: 7 JPEG decoders.
+    # A100 whitepaper p. 54: one 5-core NVJPG engine. NVIDIA's MIG User Guide, Supported MIG
+    # Profiles, the full-GPU profile of each table: H100 80GB (PCIe and SXM5) 7g.80gb, H200
+    # 7g.141gb and H100 on GH200 7g.96gb "7 NVDECs /7 JPEG"; A30 4g.24gb "1 JPEG"; B200 7g.180gb
+    # JPEG 1. AMD rocJPEG docs: MI300X 32 JPEG cores (unused by planner: DALI is CUDA-only).
     got = {k: v["jpeg_decoders"] for k, v in DEVICES.items() if "jpeg_decoders" in v}
-    assert got["A100_40GB"] == got["A100_80GB"] == 1
-    assert got["H100_SXM"] == got["H200"] == 7
+    assert got["A100_40GB"] == got["A100_80GB"] == got["A100_40GB_PCIE"] == got["A100_80GB_PCIE"] == 1
+    assert got["H100_SXM"] == got["H100_PCIE"] == got["H200"] == got["GH200"] == 7
+    assert got["A30"] == got["B200"] == 1 and got["MI300X"] == 32
+    for key in ("H100_SXM", "H100_PCIE", "H200", "GH200", "A30", "B200"):
+        assert "docs.nvidia.com/datacenter/tesla/mig-user-guide" in DEVICES[key]["jpeg_source"]
+    # no vendor source found (see the devices.toml header): absent, not zero
+    assert not {"L4", "L40S", "T4", "GB200", "B300", "MI325X"} & set(got)
     assert all("jpeg_source" in DEVICES[k] for k in got)
     assert not any("jpeg_source" in v and "jpeg_decoders" not in v for v in DEVICES.values())

@@ -10,6 +10,7 @@ from planner.cli import model_options as host
 from planner.cli.app import app
 from planner.cli.model_options import (
     Calibration,
+    Convergence,
     DataLoader,
     ImageSize,
     MemoryHeadroom,
@@ -165,6 +166,7 @@ def estimate(
         int | None, typer.Option(help="Transformers: sequence length (default: the model's).")
     ] = None,
     image_size: ImageSize = None,
+    convergence: Convergence = "auto",
     pue: Annotated[
         float | None, typer.Option(help="Data-centre PUE for energy (default 1.58, see configs/energy.toml).")
     ] = None,
@@ -308,6 +310,7 @@ def _estimate_request(o: dict):
             global_batch=o["global_batch"],
             seq_len=o["seq_len"],
             image_size=o["image_size"],
+            convergence=o["convergence"],
             pue=o["pue"],
             grid_intensity=o["grid_intensity"],
         )

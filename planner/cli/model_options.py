@@ -38,11 +38,29 @@ DataLoader = Annotated[
         "decoding), none; auto: cpu for image sets read from storage (ImageNet), none otherwise."
     ),
 ]
+Epochs = Annotated[
+    float | None,
+    typer.Option(
+        help="Epochs to train (default: the net's, e.g. 90 for ImageNet, or --convergence's rule's)."
+    ),
+]
+Convergence = Annotated[
+    str,
+    typer.Option(
+        help="Epochs to the target by global batch: auto (goyal-2017 for ResNet-50/101 with SGD, else "
+        "fixed), goyal-2017 (Goyal et al. 2017: 90 epochs to a batch of 8k, then the 8k run's steps), "
+        "mlperf-lars (LARS: MLPerf Training's ResNet-50 reference convergence points), fixed (the net's "
+        "own count or --epochs).",
+    ),
+]
 ImageSize = Annotated[
-    int | None,
+    str | None,
     typer.Option(
         help="Vision nets (efficientnet, convnext, vit, swin): input side in px, square (default: the net's "
-        "published size); FLOPs, activations and the loader's per-image work follow it."
+        "published size); FLOPs, activations and the loader's per-image work follow it. Or a progressive "
+        "resizing schedule SIZE:FRACTION,... (fractions of the epochs, summing to 1; e.g. FFCV's ResNet-50 "
+        "recipe 160:71/88,192:17/88): each phase's steps at its size, memory at the largest.",
+        metavar="PX|SCHEDULE",
     ),
 ]
 Stack = Annotated[

@@ -81,9 +81,8 @@ def optimize(
     network: Annotated[
         str, typer.Option(help="Link between nodes (see `planner list networks`).")
     ] = defaults.NETWORK,
-    epochs: Annotated[
-        float | None, typer.Option(help="Epochs to train (default: the net's, e.g. 90 for ImageNet).")
-    ] = None,
+    epochs: model_options.Epochs = None,
+    convergence: model_options.Convergence = "auto",
     dataset_size: Annotated[
         int | None, typer.Option(help="Samples per epoch (default: the net's dataset).")
     ] = None,
@@ -250,6 +249,7 @@ def _optimize_request(opts: dict):
         electricity=opts.get("electricity"),
         network=opts["network"],
         epochs=opts["epochs"],
+        convergence=opts.get("convergence") or "auto",
         dataset_size=opts["dataset_size"],
         global_batch=opts["global_batch"],
         seq_len=opts.get("seq_len"),

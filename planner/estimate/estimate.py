@@ -15,7 +15,8 @@ import numpy as np
 from costs.comm import schemes as comm
 from costs.llm.evaluator import description
 from costs.model import evaluate, plans
-from planner import catalog
+from planner import catalog, resizing
+from planner.epochs import resolve
 from planner.errors import BadInput, UnsupportedError
 from planner.estimate.llm import estimate_llm
 from planner.estimate.modelparallel import estimate_model_parallel
@@ -63,9 +64,12 @@ def _model_parallel(req: EstimateRequest, costs, info, net_info, model: CostMode
 def estimate(req: EstimateRequest) -> list[dict]:
     """One record per (workers, scheme), in that order; times in ms (see module docstring)."""
     validate(req)
+    req = replace(req, image_size=resizing.normal(req.image_size))
     info = catalog.device(req.device)
     net_info = catalog.network(req.network)
-    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, req.seq_len, req.image_size)
+    size = resizing.largest(req.image_size)  # a schedule's largest: memory must fit it
+    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, req.seq_len, size)
+    resize = resizing.phase_costs(req.image_size, req.net, req.rules, req.conv_algorithm, req.seq_len)
     llm = description(costs)
     precision = _precision(req, info, llm is not None)
     published = str(costs.net.meta.get("training", {}).get("optimizer", ""))
@@ -73,20 +77,58 @@ def estimate(req: EstimateRequest) -> list[dict]:
     host = estimate_host(req, net_info)
     model = CostModel.of(
         req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader), req.stack
-    ).for_net(costs.net.meta, host)
+    ).for_net(costs.net.meta, host, resizing.mean_scale(resize))
     if llm is not None or not req.model_parallel:  # a CNN with --tp: the error below says why
         check_stack(req, model)
-    records = _estimate(req, costs, model, info, net_info, precision, llm)
+    rule = resolve(req.convergence, req.net, req.optimizer)  # one-line refusals before costing
+    records = _estimate(req, costs, model, info, net_info, precision, llm, resize)
+    if req.convergence != "auto":  # a named rule: the epochs it gives at each plan's global batch
+        _epochs_fields(records, rule)
     vision = costs.net.meta.get("vision")
     for rec in records:  # every answer names its stack (None under PALEO's rules)
         rec["stack"] = model.stack
         rec.update(model.host_record(0, req.gpus_per_node) if model.modern else {})
-        if vision:  # and a vision net the input size it is costed at
-            rec["image_size"] = int(vision["image_size"])
+        if vision:  # and a vision net the input size it is costed at (or its resizing schedule)
+            rec["image_size"] = resize.schedule.text if resize else int(vision["image_size"])
         if "total_ms_range" in rec:
             rec["interval_kind"] = model.interval_kind
             rec["interval_basis"] = model.interval_basis
     return records
+
+
+def _evaluate(costs, p, devices, links, model: CostModel, resize) -> tuple:
+    """(breakdown, step times per phase) of plans ``p``: one evaluator call, or under a resizing
+    schedule one per phase, blended by the phases' shares of the steps (planner.resizing)."""
+    kw = model.kwargs(devices, links)
+    if resize is None:
+        return evaluate(costs, p, devices, links, **kw, **model.plan_kwargs(p)), []
+    parts = [
+        evaluate(c, p, devices, links, **kw, **m.plan_kwargs(p))
+        for c, m in zip(resize.costs, resize.models(model))
+    ]
+    return resizing.blend(parts, resize.weights), [r.total for r in parts]
+
+
+def _epochs_fields(records: list[dict], rule) -> None:
+    """Each record's epochs to the target under the named ``--convergence`` rule (planner.epochs)
+    at its global batch; ``fixed`` (no rule) says the count is the net's or --epochs'."""
+    for rec in records:
+        batch = int(rec["effective_batch"])
+        if rule is None:
+            rec["epochs_basis"] = "fixed (--convergence fixed): --epochs or the net's own count"
+            continue
+        rec.update(
+            epochs=float(rule.epochs(batch)), epochs_basis=rule.describe(batch), epochs_source=rule.source
+        )
+
+
+def _phase_fields(records: list[dict], resize, phases: list) -> None:
+    """Under a resizing schedule each record lists its phases' sizes, shares and step times."""
+    for i, rec in enumerate(records if phases else []):
+        rec["image_phases"] = [
+            {"image_size": ph.size, "fraction": float(ph.fraction), "total_ms": float(t[i] * 1e3)}
+            for ph, t in zip(resize.schedule.phases, phases, strict=True)
+        ]
 
 
 def estimate_host(req: EstimateRequest, net_info):
@@ -125,7 +167,7 @@ def check_stack(req: EstimateRequest, model: CostModel) -> None:
         raise BadInput(why)
 
 
-def _estimate(req, costs, model, info, net_info, precision, llm) -> list[dict]:
+def _estimate(req, costs, model, info, net_info, precision, llm, resize=None) -> list[dict]:
     """The records of :func:`estimate` (see its docstring)."""
     if llm is not None:
         return estimate_llm(req, costs, model, info, net_info, precision, llm)
@@ -153,7 +195,7 @@ def _estimate(req, costs, model, info, net_info, precision, llm) -> list[dict]:
     ss = np.concatenate([sch, schemes])
     sp = np.concatenate([np.full_like(k, split), np.full_like(schemes, costs.n_layers)])
     p = plans(costs.n_layers, workers=kk, batch=nn, scheme=ss, split=sp, **common)
-    r = evaluate(costs, p, devices, links, **model.kwargs(devices, links), **model.plan_kwargs(p))
+    r, phases = _evaluate(costs, p, devices, links, model, resize)
     m = len(k)
     one = r.total[m:]  # T(1) per scheme, in scheme order
     t1 = np.tile(one, len(workers))
@@ -175,6 +217,7 @@ def _estimate(req, costs, model, info, net_info, precision, llm) -> list[dict]:
         )
         for i in range(m)
     ]
+    _phase_fields(records, resize, phases)
     if any(math.isnan(rec["total_ms"]) for rec in records):
         raise UnsupportedError("the estimate is undefined for this configuration")
     return records

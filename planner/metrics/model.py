@@ -120,10 +120,11 @@ class CostModel:
         eff = self.profile.apply(catalog.efficiency(devices.names, links.names))
         return {"efficiency": eff, "options": Options(optimizer=self.optimizer)}
 
-    def for_net(self, meta: dict, hosts=None) -> CostModel:
+    def for_net(self, meta: dict, hosts=None, image_scale: float | None = None) -> CostModel:
         """This model for a net: the interval of its family (a transformer spec has a ``model``
         description) and its stack (``--stack``, or the family's default), whose profile it
-        takes unless ``--calibration`` named one."""
+        takes unless ``--calibration`` named one; ``image_scale`` overrides the net's pixels per
+        image over its published size (a resizing schedule's mean)."""
         from planner.stacks import registry
         from planner.stacks.runs import profile as stack_profile
 
@@ -131,6 +132,8 @@ class CostModel:
         vision = meta.get("vision") or {}
         if vision.get("native_image_size"):
             self = replace(self, image_scale=(vision["image_size"] / vision["native_image_size"]) ** 2)
+        if image_scale is not None:
+            self = replace(self, image_scale=image_scale)
         if not self.modern:
             return replace(self, family=family, hosts=hosts)
         names = registry.parse_choice(self.stack, family)

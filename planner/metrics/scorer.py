@@ -2,7 +2,9 @@
 constraint values, all vectorised.
 
 global_batch    = samples per optimizer step (GPUs x batch per GPU x microbatches), from costs/
-time_to_train_s = epochs x ceil(dataset / global batch) x iteration (optimizer step) time; the
+time_to_train_s = epochs x ceil(dataset / global batch) x iteration (optimizer step) time (under
+                  a resizing schedule, planner.resizing, the step time averaged over its phases
+                  by their shares of the epochs); the
                   epochs follow the global batch where a cited rule covers the net
                   (planner.epochs), else they are the request's or the net's fixed count;
                   with goodput on (planner.goodput) the expected wall time of that training
@@ -34,6 +36,7 @@ from planner.metrics import memory
 from planner.metrics.limits import Limits
 from planner.metrics.model import CostModel
 from planner.metrics.objectives import METRIC, OBJECTIVES, SENSE  # noqa: F401 (re-exported)
+from planner.resizing import Resized, blend
 from planner.space.space import Space
 
 if TYPE_CHECKING:
@@ -67,6 +70,10 @@ class Scorer:
     kwh_usd: np.ndarray | None = None  # (gpus in space,) USD per kWh added to cost (owned), else 0
     epochs_rule: object = None  # planner.epochs.EpochsRule: epochs by global batch; None: ``epochs``
     reliability: Reliability | None = None  # goodput parameters; None: planner.goodput's defaults
+    # progressive resizing (planner.resizing): the net at each phase's size; ``costs`` is then the
+    # net at the largest size; None: one size
+    resize: Resized | None = None
+    convergence: str = "auto"  # --convergence as asked (planner.epochs.CHOICES); the rule is ``epochs_rule``
 
     def __post_init__(self) -> None:
         self._kwargs = self.model.kwargs(self.devices, self.links) if self.model else {}
@@ -76,6 +83,8 @@ class Scorer:
             self.board_w = _board_power(self.devices.names)
         if self.reliability is None:
             self.reliability = Reliability()
+        n = len(self.resize.costs) if self.resize else 0
+        self._phase_models = self.resize.models(self.model) if n and self.model else [None] * n
 
     def price_of(self, g, gpus_per_node) -> np.ndarray:
         """USD per GPU-hour of plans on device rows ``g`` in nodes of ``gpus_per_node`` GPUs."""
@@ -101,10 +110,27 @@ class Scorer:
         """(plans, breakdown) of index columns; ``override`` replaces evaluator arguments (e.g.
         another ``efficiency`` for a sensitivity analysis)."""
         p = self.space.to_plans(cols, ppp_comp=self.ppp_comp, ppp_comm=self.ppp_comm, pipeline=self.pipeline)
-        if self.model is not None and len(self.model.stacks) > 1 and not override and len(p):
-            return p, self._by_stack(cols)
-        kw = {**self._kwargs, **(self.model.plan_kwargs(p) if self.model else {}), **override}
-        return p, evaluate(self.costs, p, self.devices, self.links, **kw)
+        if not self.resize:
+            return p, self._evaluate_at(self.costs, self.model, cols, p, override)
+        # a resizing schedule: one evaluator call per phase, blended by the phases' shares
+        parts = [
+            self._evaluate_at(c, m, cols, p, override) for c, m in zip(self.resize.costs, self._phase_models)
+        ]
+        return p, blend(parts, self.resize.weights)
+
+    def phase_totals(self, cols: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Step time (s) of each plan of ``cols`` in each phase of the resizing schedule."""
+        p = self.space.to_plans(cols, ppp_comp=self.ppp_comp, ppp_comm=self.ppp_comm, pipeline=self.pipeline)
+        return [
+            self._evaluate_at(c, m, cols, p, {}).total for c, m in zip(self.resize.costs, self._phase_models)
+        ]
+
+    def _evaluate_at(self, costs, model: CostModel | None, cols, p, override: dict):
+        """The breakdown of plans ``p`` of the net ``costs`` under ``model``."""
+        if model is not None and len(model.stacks) > 1 and not override and len(p):
+            return self._by_stack(costs, model, cols)
+        kw = {**self._kwargs, **(model.plan_kwargs(p) if model else {}), **override}
+        return evaluate(costs, p, self.devices, self.links, **kw)
 
     def _stack_kwargs_all(self) -> list[dict]:
         """The evaluator arguments of each searched stack (its profile's efficiencies), once."""
@@ -120,7 +146,7 @@ class Scorer:
             return self.efficiency
         return self._stack_kwargs_all()[int(cols["stack"][0])].get("efficiency")
 
-    def _by_stack(self, cols: dict[str, np.ndarray]):
+    def _by_stack(self, costs, model: CostModel, cols: dict[str, np.ndarray]):
         """Plans of several stacks: each stack's plans scored with its own profile."""
         from planner.metrics.by_stack import evaluate_by_stack
 
@@ -133,13 +159,13 @@ class Scorer:
 
         return evaluate_by_stack(
             evaluate,
-            self.costs,
+            costs,
             cols,
             to_plans,
             self.devices,
             self.links,
             lambda i: self._stack_kwargs[i],
-            self.model.plan_kwargs,
+            model.plan_kwargs,
         )
 
     def metrics(self, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -249,6 +275,8 @@ class Scorer:
             kwh_usd=problem.kwh_usd,
             epochs_rule=problem.epochs_rule,
             reliability=problem.reliability,
+            resize=problem.resize,
+            convergence=req.convergence,
         )
 
     def epochs_at(self, global_batch) -> np.ndarray:

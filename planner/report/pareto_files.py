@@ -150,6 +150,7 @@ def plan_file(p: dict, req: OptimizeRequest) -> dict:
         "nics": req.nics,
         **({"seq_len": p["seq_len"]} if "seq_len" in p else {}),
         **({"image_size": p["image_size"]} if "image_size" in p else {}),
+        **({"convergence": req.convergence} if req.convergence != "auto" else {}),
         # columns of the axes a user can set (e.g. accumulation), under their record keys
         **{f.key: p[f.key] for a in OPTIONS for f in a.fields},
         # what the expected time to train assumes of failures and checkpoints (planner.goodput);

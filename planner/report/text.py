@@ -177,6 +177,12 @@ def _host_line(b: dict) -> list[str]:
     out = [f"  host: {b['host']}"] if b.get("host") else []
     if b.get("loader_samples_s_per_gpu") is not None:
         out.append(f"  data loader: {b['loader']}: {b['loader_samples_s_per_gpu']:,.0f} images/s per GPU")
+    if b.get("image_phases"):  # a resizing schedule (planner.resizing)
+        phases = ", ".join(
+            f"{p['image_size']} px for {p['fraction']:.1%} of the epochs at {p['iteration_ms']:,.2f} ms"
+            for p in b["image_phases"]
+        )
+        out.append(f"  progressive resizing {b['image_size']}: {phases}; the iteration is their mean")
     return out
 
 

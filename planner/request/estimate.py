@@ -14,6 +14,7 @@ from costs.llm.context import CP_COMM
 from costs.llm.memory import RECOMPUTE
 from planner.errors import BadInput
 from planner.request import bounds, defaults
+from planner.resizing import normal
 
 PARALLEL = ("data", "model", "hybrid")
 SCALING = ("strong", "weak")
@@ -62,7 +63,8 @@ class EstimateRequest:
     microbatch: int | None = None  # sequences per GPU per microbatch (None: --batch's)
     global_batch: int | None = None  # sequences per step; sets the microbatches per step
     seq_len: int | None = None  # None: the model's
-    image_size: int | None = None  # vision nets: px a side; None: the net's
+    image_size: int | str | None = None  # vision nets: px a side or a resizing schedule; None: the net's
+    convergence: str = "auto"  # epochs by global batch (planner.epochs.CHOICES); named: records state them
     memory_headroom: float | None = None  # share of GPU memory a plan may fill; None: the default
 
     @property
@@ -211,7 +213,8 @@ def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
         calibration=data.get("calibration"),
         **_model_keys(data),
         **_llm_keys(data),
-        image_size=int(data["image_size"]) if data.get("image_size") is not None else None,
+        image_size=normal(data.get("image_size")),
+        convergence=str(data.get("convergence", "auto")),
         stack=data.get("stack"),
     )
 

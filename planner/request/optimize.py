@@ -14,9 +14,9 @@ import numpy as np
 
 from costs.hardware import PRECISIONS
 from costs.llm.evaluator import description
-from planner import catalog
+from planner import catalog, resizing
 from planner.energy import Energy, with_options
-from planner.epochs import EpochsRule, rule_for
+from planner.epochs import EpochsRule, resolve
 from planner.errors import BadInput
 from planner.goodput import Reliability, of_request
 from planner.metrics.limits import Limits
@@ -58,10 +58,15 @@ class OptimizeRequest:
     cpu_cores_per_gpu: float | None = None  # host CPU cores per GPU; None: each host's
     nics: int | None = None  # NICs per node at --network's rate; None: each host's
     epochs: float | None = None
+    convergence: str = (
+        "auto"  # epochs by global batch: auto | goyal-2017 | mlperf-lars | fixed (planner.epochs)
+    )
     dataset_size: int | None = None
     global_batch: int | None = None  # None: the net's (transformers), else free
     seq_len: int | None = None  # transformers: None is the model's
-    image_size: int | None = None  # vision nets: px a side; None is the net's
+    image_size: int | str | None = (
+        None  # vision nets: px a side or a schedule (planner.resizing); None: the net's
+    )
     tokens: str | None = None  # transformers: training tokens ("15T", "2e12"); None: the net's
     global_batch_tokens: str | None = None  # transformers: tokens per optimizer step ("4M")
     memory_headroom: float | None = None  # share of GPU memory a plan may fill; None: the default
@@ -112,6 +117,7 @@ class Problem:
     tokens: Tokens | None = None  # transformers: training tokens and global batch, with their sources
     hosts: object = None  # planner.hosts.HostArrays: each device's host per node size
     epochs_rule: EpochsRule | None = None  # epochs by global batch (planner.epochs); None: ``epochs``
+    resize: resizing.Resized | None = None  # a resizing schedule's net at each size; None: one size
 
     @property
     def global_batch(self) -> int | None:
@@ -130,7 +136,8 @@ class Problem:
 def request_dict(req: OptimizeRequest) -> dict:
     """The request as plain data for run records: lists for tuples, axis options as keys."""
     data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items() if k != "axes"}
-    data = {k: v for k, v in data.items() if k != "image_size" or v is not None}  # recorded when set
+    unset = {"image_size": None, "convergence": "auto"}  # recorded when set (older run records lack them)
+    data = {k: v for k, v in data.items() if k not in unset or v != unset[k]}
     return {**data, **dict(req.axes)}
 
 
@@ -307,7 +314,10 @@ def validate(req: OptimizeRequest) -> Problem:
     if not gpus:
         raise BadInput(f"no device has a {what} in prices.toml (see `planner list prices`)")
     net_info = catalog.network(req.network)
-    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, req.seq_len, req.image_size)
+    req = replace(req, image_size=resizing.normal(req.image_size))
+    size = resizing.largest(req.image_size)  # a schedule's largest: memory must fit it
+    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, req.seq_len, size)
+    resize = resizing.phase_costs(req.image_size, req.net, req.rules, req.conv_algorithm, req.seq_len)
     llm = description(costs)
     if req.precision == "fp8" and llm is None:
         raise BadInput(defaults.FP8_CNN)
@@ -343,14 +353,14 @@ def validate(req: OptimizeRequest) -> Problem:
         costs=costs,
         epochs=epochs,
         dataset_size=dataset,
-        epochs_rule=None if req.epochs is not None or tokens else rule_for(req.net, req.optimizer),
+        epochs_rule=resolve(req.convergence, req.net, req.optimizer, req.epochs),
         model=CostModel.of(
             req.rules,
             req.calibration,
             req.optimizer,
             loader_for(costs.net.meta, req.data_loader),
             dict(req.axes).get("stack"),
-        ).for_net(costs.net.meta, host_table),
+        ).for_net(costs.net.meta, host_table, resizing.mean_scale(resize)),
         price_sources=sources,
         hosts=host_table,
         llm=llm,
@@ -359,6 +369,7 @@ def validate(req: OptimizeRequest) -> Problem:
         tokens=tokens,
         kwh_usd=kwh_usd,
         reliability=reliability,
+        resize=resize,
     )
 
 

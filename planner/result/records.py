@@ -88,8 +88,7 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
     rec.update(_epochs_fields(scorer, m))
     rec.update(_transformer_fields(scorer, m))
     rec.update(_goodput_fields(scorer, m))
-    if "vision" in scorer.costs.net.meta:  # the input size the plan is costed at
-        rec["image_size"] = int(scorer.costs.net.meta["vision"]["image_size"])
+    rec.update(_image_fields(scorer, one))
     vals = scorer.objective_values(m, objectives)[:, 0]
     rec["objective"] = float(vals[0]) if len(vals) == 1 else [float(v) for v in vals]
     cons = scorer.limits.values(m)[:, 0]
@@ -103,6 +102,24 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         rec["time_to_train_s_range"] = [rec["time_to_train_s"] / hi, rec["time_to_train_s"] / lo]
         rec.update(_interval_basis(scorer, rec))
     return rec
+
+
+def _image_fields(scorer: Scorer, one: dict[str, np.ndarray]) -> dict:
+    """A vision net's input size the plan is costed at: one size, or a resizing schedule's text
+    with each phase's size, share of the epochs and step time (planner.resizing)."""
+    if "vision" not in scorer.costs.net.meta:
+        return {}
+    if scorer.resize is None:
+        return {"image_size": int(scorer.costs.net.meta["vision"]["image_size"])}
+    phases = scorer.resize.schedule.phases
+    totals = scorer.phase_totals(one)
+    return {
+        "image_size": scorer.resize.schedule.text,
+        "image_phases": [
+            {"image_size": ph.size, "fraction": float(ph.fraction), "iteration_ms": float(t[0] * 1e3)}
+            for ph, t in zip(phases, totals, strict=True)
+        ],
+    }
 
 
 def _binding(scorer: Scorer, rec: dict) -> list[str]:
@@ -129,11 +146,12 @@ def _epochs_fields(scorer: Scorer, m: dict) -> dict:
     if scorer.tokens is not None:
         return {}
     rule = scorer.epochs_rule
-    basis = (
-        rule.describe(int(m["global_batch"][0]))
-        if rule is not None
+    fixed = (
+        "fixed (--convergence fixed): --epochs or the net's own count"
+        if scorer.convergence == "fixed"
         else "fixed: --epochs or the net's own count; no cited schedule by batch for this net and optimizer"
     )
+    basis = rule.describe(int(m["global_batch"][0])) if rule is not None else fixed
     source = rule.source if rule is not None else ""
     return {"epochs": float(m["epochs"][0]), "epochs_basis": basis, "epochs_source": source}
 
@@ -221,7 +239,7 @@ def _number(v) -> float | None:
 def _input_args(rec: dict) -> list[str]:
     """The sample's size a plan is costed at: a transformer's sequence, a vision net's image."""
     out = [f"--seq-len {rec['seq_len']}"] if "seq_len" in rec else []
-    return out + ([f"--image-size {rec['image_size']}"] if "image_size" in rec else [])
+    return out + ([f"--image-size {shlex.quote(str(rec['image_size']))}"] if "image_size" in rec else [])
 
 
 def estimate_command(scorer: Scorer, rec: dict) -> str:
@@ -230,6 +248,8 @@ def estimate_command(scorer: Scorer, rec: dict) -> str:
     head = [a.estimate_args(rec) for a in AXES if not a.estimate_tail]
     tail = [a.estimate_args(rec) for a in AXES if a.estimate_tail]
     model = _model_args(scorer, rec)
+    if scorer.convergence != "auto":  # the epochs rule the request named (planner.epochs)
+        model.append(f"--convergence {scorer.convergence}")
     model.append(f"--conv-algorithm {scorer.costs.algorithm}")
     model += _input_args(rec)
     net = scorer.net_arg or scorer.costs.net.source.removesuffix(".json")

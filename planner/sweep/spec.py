@@ -51,10 +51,11 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "electricity": (int, float),  # USD per kWh for owned GPUs
     "network": (str,),
     "epochs": (int, float),
+    "convergence": (str,),  # epochs by global batch: auto | goyal-2017 | mlperf-lars | fixed (planner.epochs)
     "dataset_size": (int,),
     "global_batch": (int,),
     "seq_len": (int,),  # transformers: tokens per sequence
-    "image_size": (int,),  # vision nets: input side in px
+    "image_size": (int, str),  # vision nets: input side in px, or a resizing schedule (planner.resizing)
     "tokens": (str, int, float),  # transformers: "15T", 2e12
     "global_batch_tokens": (str, int, float),  # transformers: "4M"
     "memory_headroom": (int, float),  # share of GPU memory a plan may fill, (0, 1]
