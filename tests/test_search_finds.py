@@ -244,3 +244,15 @@ def test_refinement_repairs_a_search_that_found_no_feasible_plan():
     found = refine(scorer, objectives, pool, SimpleNamespace(refinement_rounds=0))
     j = best_index(found)
     assert j is not None and found.feasible[j]
+
+
+def test_a_space_without_a_valid_plan_walks_to_an_empty_core():
+    """TP 4 on at most 2 GPUs: the walk's rows run out part-way; the core is empty (no
+    division by the empty probe), and optimize says no valid plan exists in one line."""
+    from planner.cli import main
+
+    scorer, _ = build(
+        OptimizeRequest(net="llama3-8b", budget=("2gpus",), gpu="H100_SXM", axes=(("tp", "4"),))
+    )
+    assert valid.core(scorer.space).count == 0
+    assert main(["optimize", "llama3-8b", "--budget", "2gpus", "--gpu", "H100_SXM", "--tp", "4"]) != 0

@@ -134,6 +134,8 @@ def _growth(space, checks: tuple[_Check, ...], rows: dict[str, np.ndarray], a: s
     if not checks:
         return float(n)
     size = len(next(iter(rows.values()))) if rows else 1
+    if size == 0:
+        return 0.0  # no valid row left: every order walks the same empty core
     pick = np.unique(np.linspace(0, size - 1, min(size, PROBE_ROWS)).astype(np.int64))
     probe = {x: c[pick] for x, c in rows.items()}
     kept = _extend(space, checks, probe, a)
