@@ -73,6 +73,7 @@ class Reliability:
     rate_per_gpu_s: float = FAILURES_PER_1K_GPU_HOURS / 1_000 / 3_600
     write_bw: float = CKPT_WRITE_GBS * 1e9  # bytes/s, all writers together
     relaunch_s: float = RESTART_MIN * 60.0  # before the reload (module docstring)
+    relaunch_given: bool = False  # --restart-min set it (the answer names the option, not the source)
     async_save: bool = False
 
     def terms(self, train_s, gpus, ckpt_bytes) -> model.Goodput:
@@ -95,7 +96,7 @@ class Reliability:
                 "goodput off: time to train is the failure-free best case (no failures, checkpoints "
                 "or restarts; --goodput on counts them)"
             )
-        cited = math.isclose(self.relaunch_s, RESTART_MIN * 60.0)
+        cited = not self.relaunch_given and math.isclose(self.relaunch_s, RESTART_MIN * 60.0)
         why = "MegaScale: detection and diagnosis under 10 min on > 10,000 GPUs" if cited else "--restart-min"
         relaunch = f"relaunch {self.relaunch_s / 60:g} min ({why}) plus the reload"
         rate = self.rate_per_gpu_s * 3.6e6
@@ -124,6 +125,7 @@ def of_request(req) -> Reliability:
         rate_per_gpu_s=(FAILURES_PER_1K_GPU_HOURS if rate is None else float(rate)) / 1_000 / 3_600,
         write_bw=(CKPT_WRITE_GBS if gbs is None else float(gbs)) * 1e9,
         relaunch_s=(RESTART_MIN if req.restart_min is None else float(req.restart_min)) * 60.0,
+        relaunch_given=req.restart_min is not None,
         async_save=bool(req.async_ckpt),
     )
 

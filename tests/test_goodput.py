@@ -150,6 +150,17 @@ def test_default_rate_is_llamas_unexpected_interruptions():
     assert pg.RESTART_MIN < 54 * 24 * 60 * 0.10 / 466  # 16.7 min for relaunch, reload and lost work
 
 
+def test_basis_line_names_where_the_relaunch_comes_from():
+    from types import SimpleNamespace
+
+    req = dict(goodput="on", failures_per_1k_gpu_hours=None, ckpt_write_gbs=None, async_ckpt=False)
+    cited = pg.of_request(SimpleNamespace(**req, restart_min=None)).describe()
+    assert "relaunch 10 min (MegaScale: detection and diagnosis under 10 min on > 10,000 GPUs)" in cited
+    for minutes in (10, 2.5):  # a value given is the user's, even when it equals the default
+        line = pg.of_request(SimpleNamespace(**req, restart_min=minutes)).describe()
+        assert f"relaunch {minutes:g} min (--restart-min) plus the reload" in line
+
+
 def test_default_relaunch_in_a_hand_computed_case():
     """M = 10 h (1,000 GPUs at 1e-4 failures per GPU-hour), a 100 s checkpoint (2e14 bytes at
     2 TB/s), 100 h of training. By hand: Daly's tau = sqrt(2 x 100 x 36,000) (1 + sqrt(100 /
