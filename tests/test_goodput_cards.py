@@ -9,13 +9,22 @@ Sources (read 2026-11-25):
   15.6T tokens on up to 16,384 H100 over 400 Gb/s links (arXiv:2407.21783).
 
 What the predictions say (planner's numbers when these tests were written, printed by the
-tests on failure): Llama 3.1 405B on 16,384 H100 over ib_ndr, 38.5M GPU-hours (+24.8%), of which
-goodput loss 2.3% (0.87M GPU-hours); failure-free it would be 37.6M (+22%). The planner's MFU for
-that plan (29%) is below the 38-41% the Llama 3 paper measured (Table 4), and its goodput (97.7%)
-above the ">90% effective training time" it reports, because no job relaunch time is counted
-(none published): the two errors offset. Llama 2 70B on 2,048 A100 over 200 Gb/s InfiniBand
-(ib_hdr) predicts 1.18M GPU-hours (-31.6%), goodput loss 0.3%: the gap is throughput, not goodput
-(MFU 65% predicted, 43.5% implied by the card: 6 x 70e9 x 2e12 / (1,720,320 h x 3600 x 312e12)).
+tests on failure): Llama 3.1 405B on 16,384 H100 over ib_ndr, TP 4 x PP 8 x DP 512 with 8
+virtual stages, 37.9M GPU-hours (+22.9%), of which goodput loss 7.4% (2.8M GPU-hours, about 750
+failures at a 10 min relaunch each, planner.goodput.RESTART_MIN from MegaScale, plus the reload
+and the lost work); failure-free it would be 35.1M (+13.8%). The planner's MFU for that plan
+(31.5%) is below the 38-41% the Llama 3 paper measured (Table 4): throughput, not goodput, is what
+is left of the gap. Llama 2 70B on 2,048 A100 over 200 Gb/s InfiniBand (ib_hdr) predicts 1.19M
+GPU-hours (-30.6%), goodput loss 1.0%: the gap is throughput, not goodput (MFU 65% predicted,
+43.5% implied by the card: 6 x 70e9 x 2e12 / (1,720,320 h x 3600 x 312e12)).
+
+Goodput against the evidence (planner.goodput's docstring quotes the sources):
+* Llama 3 405B on 16,384 H100 reports "higher than 90% effective training time" (arXiv:2407.21783,
+  Section 3.3.4): the prediction, 92.6%, is above it (97.7% when no relaunch time was counted).
+  The paper's figure also absorbs 47 planned interruptions, which the failure rate leaves out.
+* The same run's 466 interruptions in 54 days at > 90% leave under 16.7 min per interruption
+  for everything; the prediction spends 13.7 min per failure (relaunch, reload, half a
+  checkpoint segment and the checkpoints' share).
 """
 
 from __future__ import annotations
@@ -57,8 +66,8 @@ def test_llama31_405b_parameter_count_is_exact():
 def test_llama31_405b_gpu_hours_against_the_card(capsys, tmp_path):
     """The default search includes the interleaved pipeline (Llama 3 ran one, the paper's
     §3.3.2), and its best plan's GPU-hours are within 25% of the card. Without interleaving
-    (--interleave 1) the best plan is TP 8 x DP 2,048 at 29% MFU and misses by about 27%:
-    pinned, not tuned."""
+    (--interleave 1) the best plan is TP 8 x DP 2,048 at 29% MFU and misses by about 34% (27%
+    before the 10 min relaunch was counted): pinned, not tuned."""
     args = ("llama3.1-405b", "--budget", "16384gpus", "--gpu", "H100_SXM", "--network", "ib_ndr")
     b = _best(capsys, tmp_path, *args)
     err = b["gpu_hours"] / LLAMA31_405B_CARD_GPU_HOURS - 1
@@ -66,10 +75,15 @@ def test_llama31_405b_gpu_hours_against_the_card(capsys, tmp_path):
     assert b["interleave"] > 1 and b["pp"] > 1
     assert b["tokens_per_s"] * b["useful_time_s"] == pytest.approx(15.6e12, rel=0.01)
     assert abs(err) <= 0.25, f"405B: {b['gpu_hours']:,.0f} GPU-hours ({err:+.1%}), goodput loss {loss:.1%}"
-    assert loss == pytest.approx(1 - b["goodput"]) and 0.01 < loss < 0.05  # ~3 h MTBF: a few % lost
+    # ~3 h MTBF with a 10 min relaunch: 5-10% lost (0.01-0.05 before the relaunch was counted)
+    assert loss == pytest.approx(1 - b["goodput"]) and 0.05 < loss < 0.10
+    # Llama 3: "higher than 90% effective training time" over 466 interruptions in 54 days
+    assert b["goodput"] > 0.90
+    per_failure_min = b["lost_hours"] * 60 / b["failures"]  # relaunch, reload, lost work, checkpoints
+    assert per_failure_min < 54 * 24 * 60 * 0.10 / 466  # 16.7 min for all of it
     plain = _best(capsys, tmp_path / "plain", *args, "--interleave", "1")
     err = plain["gpu_hours"] / LLAMA31_405B_CARD_GPU_HOURS - 1
-    assert 0.20 < err < 0.35, f"405B, no interleaving: {err:+.1%}"
+    assert 0.25 < err < 0.40, f"405B, no interleaving: {err:+.1%}"
 
 
 def test_llama2_70b_gpu_hours_and_goodput_loss(capsys, tmp_path):
@@ -81,4 +95,6 @@ def test_llama2_70b_gpu_hours_and_goodput_loss(capsys, tmp_path):
     assert b["tokens_per_s"] * b["useful_time_s"] == pytest.approx(2e12, rel=0.01)
     # The card's 25% is missed by throughput (module docstring), not by goodput: pinned, not tuned.
     assert -0.35 < err < -0.25, f"70B: {b['gpu_hours']:,.0f} GPU-hours ({err:+.1%}), goodput loss {loss:.1%}"
-    assert 0.001 < loss < 0.01  # 2,048 GPUs: a failure every ~25 h, a 0.5 s checkpoint
+    # 2,048 GPUs: a failure every ~25 h, a 0.5 s checkpoint; about 24 failures at ~15 min each
+    # (the 10 min relaunch among them) cost ~1% (0.3% before the relaunch was counted)
+    assert 0.005 < loss < 0.02

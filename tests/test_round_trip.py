@@ -126,5 +126,5 @@ def test_pareto_plan_files_state_their_goodput_assumptions(capsys, tmp_path, mon
         )
         assert g["ckpt_write_gbs"] is None and 0.9 < g["goodput"] < 1.0 and g["ckpt_interval_s"] > 0
         assert g["goodput_basis"].startswith("failures 0.5 per 1,000 GPU-hours (--failures-per-1k-gpu-hours)")
-        assert "relaunch 10 min plus the reload" in g["goodput_basis"]
+        assert "relaunch 10 min (--restart-min) plus the reload" in g["goodput_basis"]
     assert run["request"]["failures_per_1k_gpu_hours"] == 0.5

@@ -84,7 +84,7 @@ class OptimizeRequest:
     goodput: str = "on"  # on: time to train counts failures, checkpoints, restarts (planner.goodput)
     failures_per_1k_gpu_hours: float | None = None  # None: Llama 3's rate (planner.goodput)
     ckpt_write_gbs: float | None = None  # checkpoint write GB/s, all writers; None: planner.goodput's
-    restart_min: float | None = None  # job relaunch before the reload; None: not counted, said so
+    restart_min: float | None = None  # job relaunch before the reload; None: the cited default
     async_ckpt: bool = False  # asynchronous checkpoints: only the copy to host memory blocks
     conv_algorithm: str = "gemm"
     trials: int = 200
