@@ -14,7 +14,7 @@ import numpy as np
 
 from costs.hardware import PRECISIONS
 from costs.llm.evaluator import description
-from planner import catalog
+from planner import catalog, fabrics
 from planner.energy import Energy, with_options
 from planner.epochs import EpochsRule, rule_for
 from planner.errors import BadInput
@@ -57,6 +57,7 @@ class OptimizeRequest:
     instance: str | None = None  # "aws/p4d.24xlarge[,...]": only these instances (planner.hosts)
     cpu_cores_per_gpu: float | None = None  # host CPU cores per GPU; None: each host's
     nics: int | None = None  # NICs per node at --network's rate; None: each host's
+    fabric: str = "nonblocking"  # the network's tiers between nodes (configs/fabrics.toml)
     epochs: float | None = None
     dataset_size: int | None = None
     global_batch: int | None = None  # None: the net's (transformers), else free
@@ -130,7 +131,8 @@ class Problem:
 def request_dict(req: OptimizeRequest) -> dict:
     """The request as plain data for run records: lists for tuples, axis options as keys."""
     data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items() if k != "axes"}
-    data = {k: v for k, v in data.items() if k != "image_size" or v is not None}  # recorded when set
+    unset = {"image_size": None, "fabric": "nonblocking"}  # recorded when set
+    data = {k: v for k, v in data.items() if k not in unset or v != unset[k]}
     return {**data, **dict(req.axes)}
 
 
@@ -296,6 +298,7 @@ def validate(req: OptimizeRequest) -> Problem:
     max_gpus, max_usd = parse_budgets(list(req.budget))
     deadline = parse_duration(req.deadline)
     _check_numbers(req)
+    fabrics.check_size(req.fabric, max_gpus, f"--budget {max_gpus}gpus")  # a fabric may connect fewer
     reliability = of_request(req)
     prices = parse_prices(req.prices)
     owned = parse_owned(req.owned)
@@ -350,6 +353,7 @@ def validate(req: OptimizeRequest) -> Problem:
             req.optimizer,
             loader_for(costs.net.meta, req.data_loader),
             dict(req.axes).get("stack"),
+            req.fabric,
         ).for_net(costs.net.meta, host_table),
         price_sources=sources,
         hosts=host_table,
