@@ -83,7 +83,7 @@ def get(name: str | None) -> FabricInfo:
     key = DEFAULT if name is None else str(name)
     table = fabrics()
     if key not in table:
-        raise BadInput(f"--fabric '{key}' is not in fabrics.toml (valid: {', '.join(table)})")
+        raise BadInput(f"--fabric {key!r} is not in fabrics.toml (valid: {', '.join(table)})")
     return table[key]
 
 

@@ -53,3 +53,23 @@ def test_llama3_405b_layouts_under_the_megatron_profile(capsys, tmp_path):
     errors = [e for _, e in sorted(_errors(capsys, tmp_path, "--calibration", str(profile)).items())]
     assert len(errors) == 3
     assert all(abs(e) <= 15.0 for e in errors), errors
+
+
+def test_llama3_405b_layouts_on_metas_own_fabric():
+    """The same rows on the cluster they ran on (configs/fabrics.toml [meta-llama3-roce]: pods of
+    3,072 GPUs at full bisection, 1:7 above). planner places ranks in Megatron's order, pipeline
+    outermost: 16 stages over 8,192 GPUs put 6 in a pod (a send keeps 6/7 of the NIC), over
+    16,384 only 3 (3/7); the data-parallel rings stay inside a pod. So the 8,192-GPU layout loses
+    under 1% and the 16,384-GPU ones a few per cent; none gains."""
+    from planner import fabrics
+    from planner.calibrate.commands import load_profile
+    from planner.calibrate.fitting import predict
+    from planner.calibrate.predict import RunTable
+
+    runs = [r for r in measurements.load(SCALE) if r.source == LLAMA3]
+    table = RunTable(runs, "modern")
+    flat = predict(table, load_profile(None))
+    meta = predict(table, load_profile(None), fabrics.get("meta-llama3-roce").fabric)
+    drop = 1.0 - meta / flat
+    assert 0.0 < drop[0] < 0.01
+    assert all(0.01 < d < 0.05 for d in drop[1:]), drop
