@@ -181,3 +181,41 @@ def test_every_fabric_prices_a_dense_plan_no_faster_unless_it_reduces_in_network
         assert np.array_equal(r.total, flat.total)
     elif not f.in_network_reduction:
         assert np.all(r.total >= flat.total)
+
+
+def test_a_cnns_data_parallel_allreduce_on_a_fabric():
+    """The modern rules' data parallelism (costs/modern/evaluator.py): resnet50 on 64 nodes of
+    one GPU over domains of 16 GPUs at 1:8. The ring has 16 members in each domain, m = 16 >= 8:
+    not slowed, but each of its 2 x 63 steps climbs two more switches (hop 1 us); on domains of 4
+    at 1:8 (m = 4) its bandwidth term doubles."""
+    from costs.model import evaluate, plans
+    from planner import catalog
+
+    costs = catalog.net_costs("resnet50", "modern")
+    devices, links = catalog.device_table(["A100_80GB"]), catalog.link_table(["ib_hdr", "nvlink3"])
+    p = plans(
+        costs.n_layers,
+        device=0,
+        batch=32,
+        workers=64,
+        gpus_per_node=1,
+        network=0,
+        intra_link=1,
+        precision=3,
+        scheme=RING,
+    )
+    eff = catalog.efficiency(["A100_80GB"], ["ib_hdr", "nvlink3"])
+
+    def sync(f):
+        return float(
+            evaluate(
+                costs, p, devices, links, efficiency=eff, options=replace(NO_BUCKETS, fabric=f)
+            ).sync_total[0]
+        )
+
+    flat = sync(None)
+    wide = sync(Fabric("wide", (Tier(16, 8.0),), 1e-6))
+    narrow = sync(Fabric("narrow", (Tier(4, 8.0),), 0.0))
+    assert wide == pytest.approx(flat + 2 * 63 * 2e-6, rel=1e-12)
+    lat = 2 * 63 * float(links.latency[0])
+    assert narrow - lat == pytest.approx(2 * (flat - lat), rel=1e-12)
