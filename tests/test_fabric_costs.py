@@ -111,6 +111,12 @@ def test_in_network_reduction_sends_the_shard_once():
     assert float(a + b * S) == pytest.approx(inner + net_lat + 4e-6 + (S / 8) / net_bw, rel=1e-12)
     ring = collectives.allreduce(RING, S, 128, 8, intra_bw, intra_lat, net_bw, net_lat)
     assert float(a + b * S) < float(ring)
+    # ZeRO's reduce-scatters and all-gathers (reduce False) stay rings, with the fabric's hops
+    a, b = collectives.affine(
+        RING, 128, 8, intra_bw, intra_lat, net_bw, net_lat, None, _toy(sharp=True), None, False
+    )
+    hops = 2 * 15 * 4e-6
+    assert float(a + b * S) == pytest.approx(float(ring) + hops, rel=1e-12)
 
 
 def test_pipeline_sends_cross_pods_on_the_toy_evaluator():
@@ -219,3 +225,19 @@ def test_a_cnns_data_parallel_allreduce_on_a_fabric():
     assert wide == pytest.approx(flat + 2 * 63 * 2e-6, rel=1e-12)
     lat = 2 * 63 * float(links.latency[0])
     assert narrow - lat == pytest.approx(2 * (flat - lat), rel=1e-12)
+
+
+def test_sharp_speeds_up_the_data_parallel_allreduce_only():
+    """On the SuperPOD with SHARP (toy model, 32 GPUs in nodes of 4, TP 2: DP 16, 2 a node, 8 nodes):
+    ZeRO 0's all-reduce sends the shard once instead of 2 x 7/8 of it; ZeRO 1's reduce-scatter
+    and all-gather stay rings, exactly as on one non-blocking network."""
+    sharp = fabrics.get("dgx-superpod-h100-sharp").fabric
+    cols = dict(batch=2, workers=32, gpus_per_node=4, tp=2, zero=[0, 1], accumulation=2)
+    _, flat = evaluate(model(), NO_BUCKETS, **cols)
+    _, r = evaluate(model(), replace(NO_BUCKETS, fabric=sharp), **cols)
+    assert r.sync_total[0] < flat.sync_total[0] and r.sync_total[1] == flat.sync_total[1]
+    # the part across the 8 nodes: ring 2 x 7/8 x S/2 at 25 GB/s + 14 latencies -> S/2 once + 1 latency
+    params = r.sync_params[0]
+    ring = 2 * 7 / 8 * 4.0 * params / 2 / NET_BW + 14 * NET_LAT
+    once = 4.0 * params / 2 / NET_BW + NET_LAT
+    assert flat.sync_total[0] - r.sync_total[0] == pytest.approx(ring - once, rel=1e-9)

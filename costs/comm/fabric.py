@@ -8,8 +8,10 @@ non-blocking network, every GPU reaching every other at its NIC's rate: planner'
 what every function here returns unchanged.
 
 Placement. A communication group's ``n`` members are spread evenly over a block of ``span``
-consecutive GPUs (Megatron-Core's rank order: tensor, context, data, then pipeline ranks, so a
-data-parallel group spans ``t c d`` GPUs and a pipeline ``t c d p``), the job fills whole domains
+consecutive GPUs (Megatron-Core's rank order, ``initialize_model_parallel(order="tp-cp-ep-dp-pp")``
+in megatron/core/parallel_state.py: a data-parallel group spans ``t c d`` GPUs, an expert group
+``t ep``, a pipeline all ``t c d p``; Llama 3 orders them [TP, CP, PP, DP] instead, arXiv:2407.21783
+§3.3.2, which planner does not model), the job fills whole domains
 from the first, and every group of the same kind communicates at once (all data-parallel rings of
 a step; all pipeline sends of a 1F1B slot). A domain of ``D`` GPUs then holds ``m = n D / span``
 members of each group crossing it, and a GPU's NIC share is ``b`` (the link's bandwidth times the
@@ -46,7 +48,9 @@ switches reduce the data as it climbs the fabric and send the result down, so ea
 each way ("eliminating the need to send data multiple times between endpoints", NVIDIA Quantum
 firmware release notes, rev 27.2000.2046). Across nodes an AllReduce of ``S`` per GPU then takes
 ``S / b`` plus one climb and return: the link's latency and ``2 x hop_latency`` per tier crossed.
-Each switch forwards one reduced stream upward, so oversubscription does not slow it.
+Each switch forwards one reduced stream upward, so oversubscription does not slow it. Only an
+AllReduce gains: ZeRO's reduce-scatter sends ``(n-1)/n`` of the shard on a ring too, and an
+all-gather has nothing to reduce, so they stay rings (:func:`costs.comm.collectives.affine`).
 """
 
 from __future__ import annotations

@@ -280,7 +280,7 @@ def _sync(c: _Ctx, plans: Plans, params, stage: dict, bucket_bytes: float, nics)
     p = np.maximum(np.maximum(params[0], params[1]), params[2])
     g = np.clip(np.floor(c.per_node / c.t), 1.0, c.dpc)
 
-    net = (c.net_bw, c.net_lat, nics, c.fabric, c.t * c.dpc)  # a group's TP, CP, DP ranks: one block
+    net = (c.net_bw, c.net_lat, nics, c.fabric, c.t * c.dpc, plans.zero == 0)  # span; SHARP: all-reduce
     a, b = collectives.affine(plans.scheme, c.dpc, g, c.intra_bw, c.intra_lat, *net)
     grads, gather = a + b * (GRAD_BYTES * p), (a + b * (c.elem * p)) / 2.0
     z = plans.zero

@@ -228,10 +228,10 @@ def _print_text(records: list[dict]) -> None:
         from planner.stacks.listing import summary_line
 
         typer.echo(summary_line(r0["stack"]))
-    if r0.get("fabric"):
-        from planner.fabrics import describe
+    if r0.get("fabric") or any(r["workers"] > r.get("gpus_per_node", 1) for r in records):
+        from planner.fabrics import describe  # the network between nodes the answer assumes
 
-        typer.echo(describe(r0["fabric"]))
+        typer.echo(describe(r0.get("fabric")))
     if r0.get("host"):
         loader = r0.get("loader_samples_s_per_gpu")
         rate = f": {loader:,.0f} images/s per GPU" if loader is not None else ""
