@@ -109,6 +109,14 @@ def describe(name: str | None) -> str:
     return f"Fabric: {info.key} ({tiers}{sharp}; {info.url})."
 
 
+def answer_lines(records: list[dict]) -> list[str]:
+    """The fabric line of an estimate's answer: its named fabric, or the default where a row
+    crosses nodes (none for answers inside one node under the default)."""
+    name = records[0].get("fabric") if records else None
+    crosses = any(r.get("workers", 1) > r.get("gpus_per_node", 1) for r in records)
+    return [describe(name)] if name or crosses else []
+
+
 def listing() -> tuple[list[dict], list[tuple[str, str]]]:
     """`planner list fabrics`: one record per fabric, units in the keys."""
     recs = [

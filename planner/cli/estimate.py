@@ -228,10 +228,10 @@ def _print_text(records: list[dict]) -> None:
         from planner.stacks.listing import summary_line
 
         typer.echo(summary_line(r0["stack"]))
-    if r0.get("fabric") or any(r["workers"] > r.get("gpus_per_node", 1) for r in records):
-        from planner.fabrics import describe  # the network between nodes the answer assumes
+    from planner.fabrics import answer_lines
 
-        typer.echo(describe(r0.get("fabric")))
+    for line in answer_lines(records):  # the network between nodes the answer assumes
+        typer.echo(line)
     if r0.get("host"):
         loader = r0.get("loader_samples_s_per_gpu")
         rate = f": {loader:,.0f} images/s per GPU" if loader is not None else ""
