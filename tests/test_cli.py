@@ -224,14 +224,15 @@ def test_estimate_table(capsys):
     lines = out.splitlines()
     assert lines[0].startswith("alexnet on H100_SXM over eth100")
     assert "weak" in lines[0] and "bf16" in lines[0] and "rules modern" in lines[0]
-    assert lines[-3].startswith("80% interval")
-    assert lines[-2].startswith("Stack optimized-cnn: ")  # every answer names its stack
+    assert lines[-4].startswith("80% interval")
+    assert lines[-3].startswith("Stack optimized-cnn: ")  # every answer names its stack
+    assert lines[-2].startswith("Fabric: nonblocking")  # the network between its nodes
     assert lines[-1].startswith("Host: assumed, a DGX H100")  # and the host its data loader runs on
     header = lines[1]
     for col in ("workers", "scheme", "total ms", "comm ms", "speedup", "samples/s"):
         assert col in header
     assert set(lines[2]) <= {"-", " "}
-    body = lines[3:-3]
+    body = lines[3:-4]
     assert len(body) == 3
     assert [line.split()[0] for line in body] == ["1", "2", "4"]
     assert all(line.split()[1] == "tree" for line in body)

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from costs.comm import collectives, overlap
+from costs.comm import collectives, fabric, overlap
 from costs.hardware import ELEMENT_SIZE, FP8, DeviceTable, LinkTable
 from costs.llm import context, experts
 from costs.llm import memory as llm_memory
@@ -133,11 +133,6 @@ def _part_times(
         out[name][idx] = value
 
 
-def _ring(nbytes, k, bw, lat):
-    """A ring all-reduce of ``nbytes`` over ``k`` GPUs (collectives.flat's ring, for one scheme)."""
-    return np.where(k > 1, 2.0 * (k - 1) * lat + 2.0 * (k - 1) / k * nbytes / bw, 0.0)
-
-
 def _stages(L: int, p, unit, emb, head):
     """Blocks on the first, last and a middle stage, balanced in block-equivalents ``unit``."""
     unit = np.maximum(unit, 1e-30)
@@ -178,8 +173,9 @@ class _Ctx:
         self.hidden = self.b * self.m["seq_len"] / self.cp * self.m["d_model"] * self.elem
 
 
-def _link(c: _Ctx, crosses):
-    return np.where(crosses, c.net_bw, c.intra_bw), np.where(crosses, c.net_lat, c.intra_lat)
+def _link(c: _Ctx, crosses, members=1.0, span=0.0, spread=False):
+    bw, lat = fabric.path(c.fabric, c.net_bw, c.net_lat, members, span, spread, c.per_node)
+    return np.where(crosses, bw, c.intra_bw), np.where(crosses, lat, c.intra_lat)
 
 
 def _microbatch(c: _Ctx, x: dict, recompute, nics=None) -> dict:
@@ -187,7 +183,7 @@ def _microbatch(c: _Ctx, x: dict, recompute, nics=None) -> dict:
     blk_f = x["blk_f"] + x["rep_f"] / c.sp_div
     blk_b = x["blk_b"] + x["rep_b"] / c.sp_div
     rec = np.where(recompute == FULL, blk_f, np.where(recompute == SELECTIVE, x["attn_f"], 0.0))
-    ar = _ring(c.hidden, c.t, c.intra_bw, c.intra_lat)
+    ar = collectives.ring(c.hidden, c.t, c.intra_bw, c.intra_lat)
     tp_blk = (4.0 + 2.0 * (recompute == FULL)) * ar
     # Overlapped (Megatron-Core's --tp-comm-overlap: the all-gathers and reduce-scatters run in
     # chunks beside the GEMMs that consume or produce them): only what the block's split compute
@@ -200,7 +196,8 @@ def _microbatch(c: _Ctx, x: dict, recompute, nics=None) -> dict:
         a2a = a2a * block_weights(c.m)[-1]
     cp = np.zeros_like(ar)
     if (c.cp > 1).any():  # most searches have no context parallelism: no columns to build
-        bw, lat = _link(c, context.crosses_nodes(c.t, c.cp, c.per_node))
+        crosses = context.crosses_nodes(c.t, c.cp, c.per_node)
+        bw, lat = _link(c, crosses, c.cp, c.t * c.cp, c.cp_comm == context.A2A)  # a2a spreads, others ring
         cp = context.times(c.m, c.b, c.elem, c.t, c.cp, c.cp_comm, recompute, bw, lat, x["att_f"], x["att_b"])
     return dict(
         blk_f=blk_f,
@@ -225,7 +222,7 @@ def _pipeline(c: _Ctx, x: dict, u: dict, workers) -> dict:
     blocks = np.choose(which, [n1, nl, mid])
     has_emb = (which == 0).astype(float)
     has_head = ((which == 1) | one).astype(float)
-    bw, lat = _link(c, workers > c.per_node)
+    bw, lat = _link(c, workers > c.per_node, c.p, workers)  # a chain of p stages over all GPUs
     p2p = np.where(c.p > 1, 2.0 * c.v * (c.hidden / c.t / bw + lat), 0.0)
     return dict(
         blocks=blocks,
@@ -283,7 +280,8 @@ def _sync(c: _Ctx, plans: Plans, params, stage: dict, bucket_bytes: float, nics)
     p = np.maximum(np.maximum(params[0], params[1]), params[2])
     g = np.clip(np.floor(c.per_node / c.t), 1.0, c.dpc)
 
-    a, b = collectives.affine(plans.scheme, c.dpc, g, c.intra_bw, c.intra_lat, c.net_bw, c.net_lat, nics)
+    net = (c.net_bw, c.net_lat, nics, c.fabric, c.t * c.dpc, plans.zero == 0)  # span; SHARP: all-reduce
+    a, b = collectives.affine(plans.scheme, c.dpc, g, c.intra_bw, c.intra_lat, *net)
     grads, gather = a + b * (GRAD_BYTES * p), (a + b * (c.elem * p)) / 2.0
     z = plans.zero
     # Gradients are reduced behind a backward pass: once per step (all-reduce, ZeRO 0;
@@ -347,6 +345,7 @@ def evaluate(
         part = shard({**model, "seq_len": model["seq_len"] // cp}, tp, costs.rules, e) if cp > 1 else whole
         _part_times(part, devices, eff, plans, order[lo:hi], x, whole if cp > 1 else None, float(cp))
     c = _Ctx(costs, plans, devices, links, eff)
+    c.fabric = opt.fabric  # the network's tiers (costs.comm.fabric); None: one non-blocking network
     nics = opt.nics_per_node if nics_per_node is None else nics_per_node
     u = _microbatch(c, x, plans.recompute, nics)
     stage = _pipeline(c, x, u, plans.workers)

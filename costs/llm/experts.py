@@ -10,7 +10,8 @@ all-to-alls over the ``ep`` GPUs of the expert-parallel group per microbatch (Le
                   nodes; the node's ``per_node`` GPUs share its ``nics`` network ports. The two
                   links run at once (NCCL's all-to-all posts every peer together; DeepEP forwards
                   IB traffic into NVLink as it arrives, DeepSeek-V3 report §3.2.2), so the slower
-                  one binds
+                  one binds; on a multi-tier fabric the network's rate is the share an all-to-all
+                  of ``t ep`` GPUs keeps (:func:`costs.comm.fabric.spread_share`)
 
 Two ways a stack runs them (the plan's ``ep_overlap``):
 
@@ -38,6 +39,8 @@ are what the link tables' peaks times their efficiencies give; no separate kerne
 from __future__ import annotations
 
 import numpy as np
+
+from costs.comm import fabric
 
 # DeepSeek-V3 report (arXiv:2412.19437 v2) §3.5.1: "we allocate 20 out of the 132 SMs available in
 # the H800 GPU" to the overlapped all-to-all.
@@ -87,9 +90,11 @@ def all_to_all_s(c, moe: dict, recompute_full, compute, nics) -> np.ndarray:
     nvlink = np.where(over & (nodes > 1), nvlink + remote, nvlink)  # forwarded IB arrivals
 
     peers = np.where(over, nodes - 1.0, e - local)  # network messages: per node, or per rank
+    # a group of t ep GPUs on a multi-tier fabric: the share of its spread leaving a domain
+    bw, lat = fabric.path(getattr(c, "fabric", None), c.net_bw, c.net_lat, e, group, True, c.per_node)
 
     def one(elem):
-        net = tokens * elem * remote * net_share / c.net_bw + peers * c.net_lat
+        net = tokens * elem * remote * net_share / bw + peers * lat
         intra = tokens * elem * nvlink / c.intra_bw + (local - 1.0) * c.intra_lat
         return np.maximum(np.where(nodes > 1, net, 0.0), intra)
 

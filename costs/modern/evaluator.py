@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from costs.comm import collectives, overlap
+from costs.comm.fabric import Fabric
 from costs.hardware import BF16, ELEMENT_SIZE, FP8, PRECISIONS, TENSOR_FP16_RATIO, DeviceTable, LinkTable
 from costs.modern import roofline
 from costs.modern.efficiency import Efficiency
@@ -46,6 +47,7 @@ class Options:
     optimizer: str = "sgd"  # sgd | momentum | adam
     bucket_bytes: float = 25e6  # DDP bucket_cap_mb = 25 (Li et al. 2020); <= 0: no overlap
     nics_per_node: float | None = None  # None: one NIC per GPU (networks.toml's convention)
+    fabric: Fabric | None = None  # the network's tiers (costs.comm.fabric); None: one non-blocking network
 
 
 @dataclass(frozen=True)
@@ -235,6 +237,7 @@ def evaluate(
         links.bandwidth[net] * eff.link[net],
         links.latency[net],
         opt.nics_per_node if nics_per_node is None else nics_per_node,
+        opt.fabric,
     )
     sync = _exposed(costs, c, plans, split, sync_total, out["backward"], grad_bytes, opt.bucket_bytes)
 

@@ -248,8 +248,24 @@ def _validate_inputs(files: list[str], calibration: str | None, stack: str | Non
     return runs, skipped, prof, name, files or list(prof.meta.get("fitted_on", []))
 
 
+def _fabric(name: str | None, held_out: bool):
+    """The validation's fabric (None: one non-blocking network); --held-out refits the profiles,
+    which are fitted on the non-blocking network, so it takes no other."""
+    from planner import fabrics
+
+    fab = fabrics.get(name).fabric
+    if fab.flat:
+        return None
+    if held_out:
+        raise BadInput(
+            f"--fabric {name} with --held-out: refits are on one non-blocking network "
+            "(valid: --fabric nonblocking, or --in-sample)"
+        )
+    return fab
+
+
 def _coverage(
-    files: list[str], runs, calibration: str | None, stack: str | None, held_out: bool, progress
+    files: list[str], runs, calibration: str | None, stack: str | None, held_out: bool, progress, fab=None
 ) -> tuple[list[str], list[dict]]:
     """The interval coverage lines of a validation (:mod:`planner.calibrate.coverage`): with a
     stack, on its runs validated here; without, on the runs of the files given or else on every
@@ -257,6 +273,7 @@ def _coverage(
     from planner.calibrate import coverage
 
     kw = {"progress": progress} if progress else {}
+    kw["fabric"] = fab
     if stack is not None:
         scored = coverage.score(runs, [stack] * len(runs), stack, calibration, held_out, **kw)
         what = f"answers with --stack {stack}" + (f" and --calibration {calibration}" if calibration else "")
@@ -284,21 +301,25 @@ def run_validate(
     stack: str | None = None,
     held_out: bool = False,
     progress=None,
+    fabric: str | None = None,
 ) -> ValidateOutput:
     """Error of a profile (default: the shipped one; with ``stack``, the stack's) on measured
     runs (default: the shipped ones; with ``stack``, the stack's runs of them), and the coverage
     of the 80% interval an answer would print (``held_out``: refit the runs a profile was fitted
-    on without their source; ``progress`` hears of each refit)."""
+    on without their source; ``progress`` hears of each refit); ``fabric``: the runs' network
+    between nodes (configs/fabrics.toml; the profiles are fitted on one non-blocking network)."""
     given = list(files)
+    fab = _fabric(fabric, held_out)
     runs, skipped, prof, name, files = _validate_inputs(files, calibration, stack)
     table = RunTable(runs, "modern")
-    pred = predict(table, prof)
+    pred = predict(table, prof, fab)
     if not np.all(np.isfinite(pred)):
         raise BadInput("some runs have no finite prediction (a precision the device lacks?)")
     fitted_on = {Path(x).name for x in prof.meta.get("fitted_on", [])}
     used = files or [str(p) for p in measurements.shipped()]
     overlap = sorted(fitted_on & {Path(x).name for x in used})
     title = f"Predicted vs measured: modern rules, {name}, {len(runs)} runs"
+    title += f", on fabric {fabric}" if fab is not None else ""
     data = report.error_data(runs, pred, title)
     note = ""
     if overlap:
@@ -310,7 +331,7 @@ def run_validate(
         )
     if skipped:
         note = f"Note: {skipped}." + (f"\n{note}" if note else "")
-    cover_lines, cover_rows = _coverage(given, runs, calibration, stack, held_out, progress)
+    cover_lines, cover_rows = _coverage(given, runs, calibration, stack, held_out, progress, fab)
     cover = "\n".join(cover_lines) + "\n"
     text = report.render_text(data) + (f"\n{note}\n" if note else "") + "\n" + cover
     files_out = {

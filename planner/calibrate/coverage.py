@@ -64,9 +64,11 @@ def score(
     calibration: str | None = None,
     held_out: bool = False,
     progress: Progress = _quiet,
+    fabric=None,
 ) -> Scored:
     """Predict ``runs`` (``stacks``: the stack each is of) as an answer with ``stack`` (None: no
-    --stack) and ``calibration`` would, with the interval it would print."""
+    --stack) and ``calibration`` would, with the interval it would print, on ``fabric`` (a
+    :class:`costs.comm.fabric.Fabric`; None: one non-blocking network)."""
     fams = [net_family(r.net) for r in runs]
     gens = [generation(r.device) for r in runs]
     n = len(runs)
@@ -83,7 +85,7 @@ def score(
         model = models[fams[rows_[0]]]
         idx = np.array(rows_)
         table = RunTable([runs[i] for i in idx], "modern")
-        logr[idx] = np.log(predict(table, model.profile) / table.measured)
+        logr[idx] = np.log(predict(table, model.profile, fabric) / table.measured)
         in_sample[idx] = _held_out(model, [runs[i] for i in idx], logr, idx, held_out, progress)
     return Scored(logr, lo, hi, in_sample, list(stacks), fams, gens)
 

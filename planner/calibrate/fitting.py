@@ -64,10 +64,12 @@ def _quiet(done: int, total: int, what: str) -> None:
     """No progress shown."""
 
 
-def predict(table: RunTable, profile: Profile = EMPTY) -> np.ndarray:
-    """Samples/s of every run of ``table`` under ``profile`` (the cited defaults when empty)."""
+def predict(table: RunTable, profile: Profile = EMPTY, fabric=None) -> np.ndarray:
+    """Samples/s of every run of ``table`` under ``profile`` (the cited defaults when empty), on a
+    ``fabric`` between nodes (a :class:`costs.comm.fabric.Fabric`; None: one non-blocking network)."""
     base = catalog.efficiency(table.device_keys, table.link_keys)
-    return table.samples_per_s(evaluate, TRANSFORMER_OPTIONS, efficiency=profile.apply(base), options=OPTIONS)
+    llm, other = replace(TRANSFORMER_OPTIONS, fabric=fabric), replace(OPTIONS, fabric=fabric)
+    return table.samples_per_s(evaluate, llm, efficiency=profile.apply(base), options=other)
 
 
 def _fit(table: RunTable, prior: Profile = EMPTY) -> tuple[Space, cal.Fit]:

@@ -102,6 +102,13 @@ def validate(
         str | None,
         typer.Option(help="Validate this stack's profile on its runs (see `planner list stacks`)."),
     ] = None,
+    fabric: Annotated[
+        str | None,
+        typer.Option(
+            help="Predict the runs on this network between nodes (see `planner list fabrics`; default "
+            "nonblocking, as the profiles were fitted)."
+        ),
+    ] = None,
     held_out: Annotated[
         bool,
         typer.Option(
@@ -131,7 +138,9 @@ def validate(
 
     check_writable(out or results, "--out" if out else "--results", folder=True)  # before any work
     with shown(progress) if held_out else nullcontext(None) as report:
-        v = run_validate(list(measurements or []), calibration, stack, held_out=held_out, progress=report)
+        v = run_validate(
+            list(measurements or []), calibration, stack, held_out=held_out, progress=report, fabric=fabric
+        )
     typer.echo(v.text, nl=False)
     target = write_atomic(Path(out) if out else run_dir(results, "measurements", "validate"), v.files)
     typer.echo(f"Report: {target / 'report.html'} (also report.md, predictions.csv)")

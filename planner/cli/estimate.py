@@ -104,6 +104,7 @@ def estimate(
     instance: host.Instance = None,
     cpu_cores_per_gpu: host.CpuCoresPerGpu = None,
     nics: host.Nics = None,
+    fabric: host.Fabric = None,
     conv_algorithm: Annotated[
         ConvAlg, typer.Option(help="Convolution cost model; best = the cheaper per layer.")
     ] = ConvAlg.gemm,
@@ -229,6 +230,10 @@ def _print_text(records: list[dict]) -> None:
         from planner.stacks.listing import summary_line
 
         typer.echo(summary_line(r0["stack"]))
+    from planner.fabrics import answer_lines
+
+    for line in answer_lines(records):  # the network between nodes the answer assumes
+        typer.echo(line)
     if r0.get("host"):
         loader = r0.get("loader_samples_s_per_gpu")
         rate = f": {loader:,.0f} images/s per GPU" if loader is not None else ""
@@ -264,6 +269,7 @@ def _estimate_request(o: dict):
             memory_headroom=o["memory_headroom"],
         )
         req = replace(req, stack=o["stack"]) if o.get("stack") is not None else req
+        req = replace(req, fabric=o["fabric"]) if o.get("fabric") is not None else req
     elif o["net"] is None:
         from planner.errors import BadInput
 
@@ -294,6 +300,7 @@ def _estimate_request(o: dict):
             instance=o["instance"],
             cpu_cores_per_gpu=o["cpu_cores_per_gpu"],
             nics=o["nics"],
+            fabric=o.get("fabric") or "nonblocking",
             tp=o["tp"],
             pp=o["pp"],
             zero=o["zero"],
@@ -350,7 +357,9 @@ def summary(
 
 @app.command(name="list")
 def list_(
-    what: Annotated[What, typer.Argument(help="nets, devices, networks, prices, instances or stacks.")],
+    what: Annotated[
+        What, typer.Argument(help="nets, devices, networks, prices, instances, stacks or fabrics.")
+    ],
     format: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
 ) -> None:
     """What the catalogs hold, with units and sources."""

@@ -5,6 +5,7 @@ Defaults come from :mod:`planner.request.defaults`, so the commands cannot drift
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated
 
 import typer
@@ -84,7 +85,24 @@ CpuCoresPerGpu = Annotated[
         "assumed DGX H100-class host)."
     ),
 ]
+Fabric = Annotated[
+    str | None,
+    typer.Option(
+        help="Network between nodes (see `planner list fabrics`): its switch tiers, oversubscription and "
+        "in-network reduction (default nonblocking: every GPU at its NIC's rate)."
+    ),
+]
 Nics = Annotated[
     int | None,
     typer.Option(help="NICs per node between nodes, each at --network's rate (default: each instance's)."),
 ]
+
+
+def network_parameters() -> list[inspect.Parameter]:
+    """`optimize` and `pareto`'s network option (--fabric), for a Typer command's signature."""
+    return [inspect.Parameter("fabric", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Fabric)]
+
+
+def network_fields(opts: dict) -> dict:
+    """The OptimizeRequest field of --fabric in ``opts`` (the default where absent)."""
+    return {"fabric": opts.get("fabric") or "nonblocking"}

@@ -60,3 +60,4 @@ class What(str, Enum):
     prices = "prices"
     stacks = "stacks"
     instances = "instances"
+    fabrics = "fabrics"

@@ -75,9 +75,9 @@ def estimate(req: EstimateRequest) -> list[dict]:
     published = str(costs.net.meta.get("training", {}).get("optimizer", ""))
     req = replace(req, optimizer=defaults.optimizer(req.optimizer, llm is not None, published))
     host = estimate_host(req, net_info)
-    model = CostModel.of(
-        req.rules, req.calibration, req.optimizer, loader_for(costs.net.meta, req.data_loader), req.stack
-    ).for_net(costs.net.meta, host, resizing.mean_scale(resize))
+    loader = loader_for(costs.net.meta, req.data_loader)
+    model = CostModel.of(req.rules, req.calibration, req.optimizer, loader, req.stack, req.fabric)
+    model = model.for_net(costs.net.meta, host, resizing.mean_scale(resize))
     if llm is not None or not req.model_parallel:  # a CNN with --tp: the error below says why
         check_stack(req, model)
     rule = resolve(req.convergence, req.net, req.optimizer)  # one-line refusals before costing
@@ -87,6 +87,8 @@ def estimate(req: EstimateRequest) -> list[dict]:
     vision = costs.net.meta.get("vision")
     for rec in records:  # every answer names its stack (None under PALEO's rules)
         rec["stack"] = model.stack
+        if model.fabric != "nonblocking":  # and a network other than the flat default its fabric
+            rec["fabric"] = model.fabric
         rec.update(model.host_record(0, req.gpus_per_node) if model.modern else {})
         if vision:  # and a vision net the input size it is costed at (or its resizing schedule)
             rec["image_size"] = resize.schedule.text if resize else int(vision["image_size"])

@@ -62,6 +62,7 @@ class CostModel:
     # False when the answer's stack is its family's default, not one the request named (nor a
     # --calibration profile): its interval then covers the spread between stacks
     stack_known: bool = True
+    fabric: str = "nonblocking"  # --fabric: the network's tiers between nodes (planner.fabrics)
 
     @classmethod
     def of(
@@ -71,8 +72,10 @@ class CostModel:
         optimizer: str = "momentum",
         loader: str = "none",
         stack: str | None = None,
+        fabric: str | None = None,
     ) -> CostModel:
         """Validate the names and load the profile once (one-line errors for bad ones)."""
+        from planner import fabrics
         from planner.errors import BadInput
 
         modern = get_rules(rules).modern
@@ -82,10 +85,14 @@ class CostModel:
             raise BadInput(f"--stack applies to the modern rule set, not {rules}")
         if loader not in LOADERS:
             raise BadInput(f"--data-loader '{loader}' (valid: {', '.join(LOADERS)})")
+        fab = fabrics.get(fabric).key
+        if fab != fabrics.DEFAULT and not modern:
+            raise BadInput(f"--fabric applies to the modern rule set, not {rules} (valid: {fabrics.DEFAULT})")
         prof = profiles.EMPTY
         if modern:
             prof = profiles.load(calibration) if calibration else default_profile()
-        return cls(rules, calibration, optimizer, loader if modern else "none", profile=prof, stack=stack)
+        loader = loader if modern else "none"
+        return cls(rules, calibration, optimizer, loader, profile=prof, stack=stack, fabric=fab)
 
     @property
     def loader_per_gpu(self) -> float:
@@ -117,8 +124,14 @@ class CostModel:
         """Keyword arguments of :func:`costs.model.evaluate` for these tables."""
         if not self.modern:
             return {}
+        from planner import fabrics
+
         eff = self.profile.apply(catalog.efficiency(devices.names, links.names))
-        return {"efficiency": eff, "options": Options(optimizer=self.optimizer)}
+        fab = fabrics.get(self.fabric).fabric
+        return {
+            "efficiency": eff,
+            "options": Options(optimizer=self.optimizer, fabric=None if fab.flat else fab),
+        }
 
     def for_net(self, meta: dict, hosts=None, image_scale: float | None = None) -> CostModel:
         """This model for a net: the interval of its family (a transformer spec has a ``model``

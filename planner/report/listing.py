@@ -17,6 +17,10 @@ def listing(what: str) -> tuple[list[dict], list[tuple[str, str]]]:
         return stacks()
     if what == "instances":
         return instance_listing()
+    if what == "fabrics":
+        from planner.fabrics import listing as fabrics
+
+        return fabrics()
     if what == "devices":
         recs = []
         for d in catalog.devices().values():

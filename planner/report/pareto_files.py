@@ -148,6 +148,7 @@ def plan_file(p: dict, req: OptimizeRequest) -> dict:
         "instance": p.get("instance"),
         "cpu_cores_per_gpu": req.cpu_cores_per_gpu,
         "nics": req.nics,
+        "fabric": req.fabric,  # the network between nodes (configs/fabrics.toml)
         **({"seq_len": p["seq_len"]} if "seq_len" in p else {}),
         **({"image_size": p["image_size"]} if "image_size" in p else {}),
         **({"convergence": req.convergence} if req.convergence != "auto" else {}),

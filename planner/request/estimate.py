@@ -48,6 +48,7 @@ class EstimateRequest:
     instance: str | None = None  # an instances.toml id: the host (cores, NICs) of the plan
     cpu_cores_per_gpu: float | None = None  # host CPU cores per GPU; None: the host's
     nics: int | None = None  # NICs per node at --network's rate; None: the host's
+    fabric: str = "nonblocking"  # the network's tiers between nodes (configs/fabrics.toml)
     # transformers under the modern rules (costs.llm.evaluator): model parallelism and batch
     tp: int = 1
     pp: int = 1
@@ -93,7 +94,7 @@ class EstimateRequest:
 
 
 def validate(req: EstimateRequest) -> None:
-    from planner import catalog
+    from planner import catalog, fabrics
     from planner.energy import with_options
 
     with_options(catalog.energy_defaults(), req.pue, req.grid_intensity)
@@ -118,6 +119,7 @@ def validate(req: EstimateRequest) -> None:
     for s in req.schemes:
         if s not in comm.SCHEMES:
             raise BadInput(f"unknown scheme '{s}' (valid: {', '.join(comm.SCHEMES)}, all)")
+    fabrics.check_size(req.fabric, max(req.workers), f"--workers {max(req.workers)}")
     _validate_parallel(req)
     bounds.check_request(req)
 
@@ -221,7 +223,8 @@ def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
 
 def _model_keys(data: dict) -> dict:
     """The cost model's options a plan file records (older plan files lack them: defaults)."""
-    out: dict = {k: str(data[k]) for k in ("optimizer", "data_loader", "instance") if data.get(k) is not None}
+    keys = ("optimizer", "data_loader", "instance", "fabric")
+    out: dict = {k: str(data[k]) for k in keys if data.get(k) is not None}
     if data.get("cpu_cores_per_gpu") is not None:
         out["cpu_cores_per_gpu"] = float(data["cpu_cores_per_gpu"])
     if data.get("nics") is not None:

@@ -14,7 +14,7 @@ import numpy as np
 
 from costs.hardware import PRECISIONS
 from costs.llm.evaluator import description
-from planner import catalog, resizing
+from planner import catalog, fabrics, resizing
 from planner.energy import Energy, with_options
 from planner.epochs import EpochsRule, resolve
 from planner.errors import BadInput
@@ -57,6 +57,7 @@ class OptimizeRequest:
     instance: str | None = None  # "aws/p4d.24xlarge[,...]": only these instances (planner.hosts)
     cpu_cores_per_gpu: float | None = None  # host CPU cores per GPU; None: each host's
     nics: int | None = None  # NICs per node at --network's rate; None: each host's
+    fabric: str = "nonblocking"  # the network's tiers between nodes (configs/fabrics.toml)
     epochs: float | None = None
     convergence: str = (
         "auto"  # epochs by global batch: auto | goyal-2017 | mlperf-lars | fixed (planner.epochs)
@@ -136,7 +137,8 @@ class Problem:
 def request_dict(req: OptimizeRequest) -> dict:
     """The request as plain data for run records: lists for tuples, axis options as keys."""
     data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items() if k != "axes"}
-    unset = {"image_size": None, "convergence": "auto"}  # recorded when set (older run records lack them)
+    # recorded when set (older run records lack them)
+    unset = {"image_size": None, "convergence": "auto", "fabric": "nonblocking"}
     data = {k: v for k, v in data.items() if k not in unset or v != unset[k]}
     return {**data, **dict(req.axes)}
 
@@ -303,6 +305,7 @@ def validate(req: OptimizeRequest) -> Problem:
     max_gpus, max_usd = parse_budgets(list(req.budget))
     deadline = parse_duration(req.deadline)
     _check_numbers(req)
+    fabrics.check_size(req.fabric, max_gpus, f"--budget {max_gpus}gpus")  # a fabric may connect fewer
     reliability = of_request(req)
     prices = parse_prices(req.prices)
     owned = parse_owned(req.owned)
@@ -360,6 +363,7 @@ def validate(req: OptimizeRequest) -> Problem:
             req.optimizer,
             loader_for(costs.net.meta, req.data_loader),
             dict(req.axes).get("stack"),
+            req.fabric,
         ).for_net(costs.net.meta, host_table, resizing.mean_scale(resize)),
         price_sources=sources,
         hosts=host_table,

@@ -73,6 +73,8 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
     )
     if scorer.model is not None:
         rec.update(scorer.model.host_record(g, per_node))
+        if scorer.model.fabric != "nonblocking":  # the network between nodes, when not the flat default
+            rec["fabric"] = scorer.model.fabric
     rec.update(
         throughput_samples_s=float(m["throughput_samples_s"][0]),
         time_to_train_s=float(m["time_to_train_s"][0]),
@@ -273,4 +275,5 @@ def _model_args(scorer: Scorer, rec: dict) -> list[str]:
     model = [f"--rules {cm.rules}", f"--optimizer {cm.optimizer}", f"--data-loader {cm.loader}"]
     if cm.hosts is not None:
         model += cm.hosts.args(list(scorer.space.choices("gpu")).index(rec["gpu"]), rec["gpus_per_node"])
+    model += [f"--fabric {cm.fabric}"] if cm.fabric != "nonblocking" else []
     return model + ([f"--calibration {shlex.quote(cm.calibration)}"] if cm.calibration else [])

@@ -73,6 +73,7 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "instance": (str,),  # aws/p4d.24xlarge[,...]: only these instance types (planner.hosts)
     "cpu_cores_per_gpu": (int, float),  # host CPU cores per GPU
     "nics": (int,),  # NICs per node at the network's rate
+    "fabric": (str,),  # the network's tiers between nodes (configs/fabrics.toml)
     # goodput (planner.goodput): on | off, failures per 1,000 GPU-hours, checkpoint GB/s in all,
     # job relaunch minutes, asynchronous checkpoints
     "goodput": (str,),
