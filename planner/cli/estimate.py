@@ -144,6 +144,14 @@ def estimate(
         ),
     ] = False,
     interleave: Annotated[int, typer.Option(help="Transformers: virtual pipeline stages per GPU.")] = 1,
+    pp_schedule: Annotated[
+        str,
+        typer.Option(
+            "--pp-schedule",
+            help="Transformers: pipeline schedule, 1f1b (interleaved with --interleave), zb1p (zero "
+            "bubble), dualpipe or dualpipev.",
+        ),
+    ] = "1f1b",
     cp: Annotated[
         int, typer.Option(help="Transformers: context-parallel degree (the sequence split over cp GPUs).")
     ] = 1,
@@ -303,6 +311,7 @@ def _estimate_request(o: dict):
             interleave=o["interleave"],
             cp=o["cp"],
             cp_comm=o["cp_comm"],
+            pp_schedule=o["pp_schedule"],
             memory_headroom=o["memory_headroom"],
             microbatch=o["microbatch"],
             global_batch=o["global_batch"],
