@@ -42,6 +42,7 @@ class Plans:
     cp: np.ndarray  # context-parallel degree: the sequence split over cp GPUs (workers = tp cp pp dp)
     cp_comm: np.ndarray  # how context parallelism moves keys and values (costs.llm.context.CP_COMM)
     ep_overlap: np.ndarray  # bool: expert all-to-alls overlapped with another microbatch's compute
+    schedule: np.ndarray  # pipeline schedule (costs.llm.pipeline.SCHEDULES): 0 1F1B
 
     def __len__(self) -> int:
         return int(self.device.shape[0])
@@ -71,6 +72,7 @@ _DEFAULTS = dict(
     cp=1,
     cp_comm=0,
     ep_overlap=False,
+    schedule=0,
 )
 _DTYPES = dict(ppp_comp=float, ppp_comm=float, pipeline=bool, sp=bool, tp_overlap=bool, ep_overlap=bool)
 

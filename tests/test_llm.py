@@ -10,6 +10,7 @@ import pytest
 from costs.hardware import PRECISIONS
 from costs.llm import evaluator as llm
 from costs.llm import memory as llm_memory
+from costs.llm import pipeline as llm_pipeline
 from costs.llm import shard as llm_shard
 from costs.model import evaluate, plans
 from costs.modern import roofline
@@ -135,7 +136,7 @@ def test_pipeline_stages_cover_every_layer():
     for L in (24, 80, 96):
         for p in (1, 2, 3, 4, 16):
             unit, emb, head = np.array([1.0]), np.array([0.3]), np.array([2.5])
-            n1, nl, mid = llm._stages(L, np.array([float(p)]), unit, emb, head)
+            n1, nl, mid = llm_pipeline._stages(L, np.array([float(p)]), unit, emb, head)
             assert (n1 + nl + mid * max(p - 2, 0) if p > 1 else n1)[0] >= L
             if p > 1:
                 assert n1[0] + nl[0] + mid[0] * (p - 2) - L < max(p - 2, 1)

@@ -9,6 +9,7 @@ DeepSeek-V3 Technical Report (arXiv:2412.19437 v2) §2.1.2 and §4.2 (node-limit
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -142,17 +143,20 @@ def test_the_deepseek_v3_run_has_its_published_layout(moe_runs):
 
 
 def test_deepseek_v3_predicted_against_its_published_rate(moe_runs):
-    """Predicted / measured 1.05 (2026-11-25, shipped profile; the run is in no fit); 1.30 before
-    the multi-token-prediction module was costed. The module adds 4.1% of FLOPs, all on the last
-    pipeline stage: with the LM head it makes that stage 4.3 layers' time, so the 1F1B balance
-    puts no layer there and 5 of the 57 left on some middle stages (4 before), and the binding
-    stage is a layer longer. DualPipe, which DeepSeek ran, pairs each device's two stages
-    (first with last) and balances finer: not modelled, so part of the move is the schedule's,
-    not the run's. Also not modelled, all slowing the measured run: restarts, evaluation and
-    checkpoints over two months, the batch ramp, expert load imbalance. Exposed all-to-alls (a
-    plain all-to-all, one copy per expert) would predict 0.61."""
+    """Predicted / measured 1.24 (2026-11-25, shipped profile; the run is in no fit), inside the
+    issue's 25%, with the run's DualPipe schedule (``pp_schedule dualpipe``) and its
+    multi-token-prediction module costed. Compute binds; the all-to-alls hide behind it and cost
+    the 20 SMs they hold. Not modelled, all slowing the measured run: restarts, evaluation and
+    checkpoints over two months, the batch ramp, expert load imbalance. The same run under 1F1B
+    predicts 1.05: the last stage then holds the LM head and the module (4.3 layers' time) and
+    some middle stages 5 of the 57 layers left, where DualPipe pairs the first stage with the
+    last on each GPU. Without the module: 1.30 (1F1B). Exposed all-to-alls (a plain all-to-all,
+    one copy per expert) under 1F1B would predict 0.61."""
     ratio = _ratio(moe_runs, "deepseek-v3-report-2024-h800")
-    assert 0.95 < ratio < 1.15
+    assert 1.15 < ratio < 1.25
+    (run,) = [r for r in moe_runs if r.net == "deepseek-v3"]
+    one_f = _ratio([dataclasses.replace(run, pp_schedule="1f1b")], run.source)
+    assert 0.95 < one_f < 1.15
 
 
 def test_qwen3_30b_a3b_runs_with_expert_weights_and_node_crossing(moe_runs):

@@ -21,7 +21,7 @@ from llm_toy import (
     ring_allreduce,
 )
 
-from costs.llm import evaluator as llm
+from costs.llm import pipeline as llm_pipeline
 from costs.llm import shard as llm_shard
 from costs.modern.efficiency import Efficiency
 from costs.modern.evaluator import layer_times
@@ -197,7 +197,7 @@ def test_stages_balance_the_embedding_and_head_in_block_equivalents(L, p, emb, h
     work as a middle stage, in block-equivalents (the ends' seconds over a block's ``unit``);
     hand-computed cases, the same at any unit."""
     times = [np.array([x * unit]) for x in (1.0, emb, head)]
-    n1, nl, mid = llm._stages(L, np.array([float(p)]), *times)
+    n1, nl, mid = llm_pipeline._stages(L, np.array([float(p)]), *times)
     assert (int(n1[0]), int(nl[0]), int(mid[0])) == want
 
 

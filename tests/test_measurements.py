@@ -18,7 +18,18 @@ HEADER = (
 # expert parallelism), interleaved its pipeline, and how its source counts FLOPs
 LLM_HEADER = (
     HEADER[:17]
-    + ["recompute", "tp_overlap", "zero", "sp", "ep", "interleave", "cp", "cp_comm", "flops_counting"]
+    + [
+        "recompute",
+        "tp_overlap",
+        "zero",
+        "sp",
+        "ep",
+        "interleave",
+        "cp",
+        "cp_comm",
+        "pp_schedule",
+        "flops_counting",
+    ]
     + HEADER[17:]
 )
 HEADERS = {"cnn.csv": HEADER, "transformer.csv": HEADER, "llm.csv": LLM_HEADER, "pending.csv": HEADER}

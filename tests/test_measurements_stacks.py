@@ -22,7 +22,7 @@ FILES = ("pytorch.csv", "new-gpus.csv", "scale.csv")
 # the header of llm.csv: both files use it, CNN rows leave the LLM columns empty
 LLM_HEADER = (
     "source,net,device,precision,gpus,gpus_per_node,network,batch_per_gpu,scheme,metric,value,framework,"
-    "data,seq_len,accumulation,tp,pp,recompute,tp_overlap,zero,sp,ep,interleave,cp,cp_comm,flops_counting,url,date,notes"
+    "data,seq_len,accumulation,tp,pp,recompute,tp_overlap,zero,sp,ep,interleave,cp,cp_comm,pp_schedule,flops_counting,url,date,notes"
 ).split(",")
 DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 # a repository file is cited at a commit: github.com/<owner>/<repo>/blob/<40 hex>/...

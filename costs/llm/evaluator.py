@@ -18,8 +18,9 @@ Per plan: ``t`` = tp, ``p`` = pp, ``v`` = interleave, ``c`` = cp, ``m`` microbat
   stages      blocks spread over ``p`` stages so that the first (with the embedding) and the
               last (with the LM head and loss) carry their share in block-equivalents; the
               stage with the most work binds
-  pipeline    1F1B: ``(m + (p - 1) / v)`` microbatch times of the binding stage; the bubble
-              ``(p - 1) / v`` of them (Narayanan et al. 2021, §2.2); each microbatch sends its
+  pipeline    ``m`` microbatch times of the binding stage and the schedule's bubble
+              (:mod:`costs.llm.pipeline`: 1F1B's ``(p - 1) / v`` of them, Narayanan et al. 2021,
+              §2.2; zero-bubble ZB1P; DualPipe and DualPipeV); each microbatch sends its
               activation forward and its gradient back, ``b s h / t`` per GPU (their
               scatter/gather optimisation, §4.1), ``v`` times as often when interleaved
   context     ``s / c`` tokens per GPU (:mod:`costs.llm.context`): layers costed at that length,
@@ -40,8 +41,9 @@ Per plan: ``t`` = tp, ``p`` = pp, ``v`` = interleave, ``c`` = cp, ``m`` microbat
   host        as :mod:`costs.modern.evaluator`: max(GPU time, kernels x dispatch time) + framework time
               per microbatch
 
-Memory per GPU is :mod:`costs.llm.memory` on the stage that needs the most: the first keeps
-``min(p, m)`` microbatches in flight (``1 + (p - 1) / (p v)`` times that when interleaved).
+Memory per GPU is :mod:`costs.llm.memory` on the pipeline GPU that needs the most: under 1F1B
+the first keeps ``min(p, m)`` microbatches in flight (``1 + (p - 1) / (p v)`` times that when
+interleaved; other schedules: :mod:`costs.llm.pipeline`).
 Model FLOPs are the unsharded net's training FLOPs (6N plus attention; PaLM's MFU); hardware
 FLOPs add the recomputation.
 """
@@ -54,7 +56,7 @@ import numpy as np
 
 from costs.comm import collectives, fabric, overlap
 from costs.hardware import ELEMENT_SIZE, FP8, DeviceTable, LinkTable
-from costs.llm import context, experts
+from costs.llm import context, experts, pipeline
 from costs.llm import memory as llm_memory
 from costs.llm.memory import FULL, SELECTIVE
 from costs.llm.shard import BLOCK, EMBED, HEAD, Shard, block_weights, dims, shard
@@ -99,6 +101,7 @@ def description(costs) -> dict | None:
 
 _PARTS = ("emb_f", "emb_b", "head_f", "head_b", "blk_f", "blk_b", "rep_f", "rep_b")
 _PARTS += ("attn_f", "att_f", "att_b")  # standard attention (selective), any attention (context)
+_PARTS += ("blk_w", "head_w")  # weight-gradient seconds (zero-bubble and DualPipe schedules)
 _KERNELS = ("k_emb", "k_head", "k_blk", "k_rep")
 _PER_SHARD = ("p_emb", "p_blk", "p_head", "p_exp", "t_emb", "t_blk", "t_head")
 
@@ -121,8 +124,9 @@ def _part_times(
     emb, head = sh.part == EMBED, sh.part == HEAD
     parts = (  # in the order of _PARTS + _KERNELS
         (f, emb), (b, emb), (f, head), (b, head), (f, split), (b, split), (f, sh.replicated),
-        (b, sh.replicated), (f, sh.core_attention), (f, sh.attention), (b, sh.attention), (k, emb),
-        (k, head), (k, split), (k, sh.replicated),
+        (b, sh.replicated), (f, sh.core_attention), (f, sh.attention), (b, sh.attention),
+        (w * times[:, 2], sh.part == BLOCK), (w * times[:, 2], head), (k, emb), (k, head), (k, split),
+        (k, sh.replicated),
     )  # fmt: skip
     table = np.stack([x[mask].sum(axis=0) for x, mask in parts], axis=1)[inv]  # one gather
     for j, name in enumerate(_PARTS + _KERNELS):
@@ -131,17 +135,6 @@ def _part_times(
     values = (*sh.params, sh.expert_params, *tensors)
     for name, value in zip(_PER_SHARD, values, strict=True):
         out[name][idx] = value
-
-
-def _stages(L: int, p, unit, emb, head):
-    """Blocks on the first, last and a middle stage, balanced in block-equivalents ``unit``."""
-    unit = np.maximum(unit, 1e-30)
-    w = (L + (emb + head) / unit) / p
-    n1 = np.clip(np.rint(w - emb / unit), 0, L)
-    nl = np.where(p == 2, L - n1, np.clip(np.rint(w - head / unit), 0, L - n1))
-    mid = np.where(p > 2, np.ceil((L - n1 - nl) / np.maximum(p - 2, 1)), 0.0)
-    one = p == 1
-    return np.where(one, L, n1), np.where(one, L, nl), mid
 
 
 class _Ctx:
@@ -153,6 +146,7 @@ class _Ctx:
         self.t = plans.tp.astype(float)
         self.p = plans.pp.astype(float)
         self.v = plans.interleave.astype(float)
+        self.schedule = plans.schedule
         self.mb = plans.accumulation.astype(float)
         self.b = plans.batch.astype(float)
         self.cp = plans.cp.astype(float)
@@ -213,71 +207,61 @@ def _microbatch(c: _Ctx, x: dict, recompute, nics=None) -> dict:
 
 
 def _pipeline(c: _Ctx, x: dict, u: dict, workers) -> dict:
-    """The binding stage's forward, backward and communication per microbatch, its blocks."""
-    n1, nl, mid = _stages(c.L, c.p, u["unit"], u["emb"], u["head"])
-    one = c.p == 1
-    first = n1 * u["unit"] + u["emb"] + np.where(one, u["head"], 0.0)
-    last = nl * u["unit"] + u["head"]
-    which = np.argmax(np.vstack([first, last, mid * u["unit"]]), axis=0)
-    blocks = np.choose(which, [n1, nl, mid])
-    has_emb = (which == 0).astype(float)
-    has_head = ((which == 1) | one).astype(float)
+    """The binding GPU's forward, backward, weight gradients and communication per microbatch,
+    and every kind of pipeline GPU (:mod:`costs.llm.pipeline`)."""
+    k = pipeline.kinds(c.schedule, c.L, c.p, c.v, c.mb, u["unit"], u["emb"], u["head"])
+    which = np.argmax(k.blocks * u["unit"] + k.emb * u["emb"] + k.head * u["head"], axis=0)
+
+    def pick(rows):
+        return np.take_along_axis(rows, which[None], axis=0)[0]
+
+    blocks, e, h = pick(k.blocks), pick(k.emb), pick(k.head)
     bw, lat = _link(c, workers > c.per_node, c.p, workers)  # a chain of p stages over all GPUs
-    p2p = np.where(c.p > 1, 2.0 * c.v * (c.hidden / c.t / bw + lat), 0.0)
+    # a microbatch's activation forward and its gradient back per (virtual) stage; DualPipe
+    # hides them behind the paired chunk, DualPipeV sends at each of its two chunks
+    sends = np.select([c.schedule == pipeline.DUALPIPE, c.schedule == pipeline.DUALPIPEV], [0.0, 2.0], c.v)
+    p2p = np.where(c.p > 1, 2.0 * sends * (c.hidden / c.t / bw + lat), 0.0)
     return dict(
         blocks=blocks,
-        n=(n1, nl, mid),
-        f=blocks * u["blk_f"] + has_emb * x["emb_f"] + has_head * x["head_f"],
-        b=blocks * u["blk_b"] + has_emb * x["emb_b"] + has_head * x["head_b"],
-        tp=blocks * u["tp_blk"] + (has_emb + has_head) * u["tp_end"],
-        ep=(blocks + has_head * c.m.get("mtp_layers", 0)) * u["ep_blk"],  # MTP layers: one MoE each
+        kinds=k,
+        f=blocks * u["blk_f"] + e * x["emb_f"] + h * x["head_f"],
+        b=blocks * u["blk_b"] + e * x["emb_b"] + h * x["head_b"],
+        w=blocks * x["blk_w"] + h * x["head_w"],
+        tp=blocks * u["tp_blk"] + (e + h) * u["tp_end"],
+        ep=(blocks + h * c.m.get("mtp_layers", 0)) * u["ep_blk"],  # MTP layers: one MoE each
         cp=blocks * u["cp_blk"],
         pp=p2p,
-        kernels=blocks * (x["k_blk"] + x["k_rep"]) + has_emb * x["k_emb"] + has_head * x["k_head"],
+        kernels=blocks * (x["k_blk"] + x["k_rep"]) + e * x["k_emb"] + h * x["k_head"],
     )
 
 
-def _params(c: _Ctx, x: dict, n) -> tuple:
-    """Parameters on the first, last and a middle stage (per GPU)."""
-    n1, nl, mid = n
+def _params(c: _Ctx, x: dict, k: pipeline.Kinds) -> tuple[np.ndarray, np.ndarray]:
+    """Parameters per GPU of each kind of pipeline GPU (rows), and of one block."""
     blk = x["p_blk"] - x["p_exp"] * (1.0 - 1.0 / c.e)
-    one = c.p == 1
-    # Megatron's copy of the tied word embedding (vocabulary-parallel), not the position table
-    word = np.ceil(c.m["vocab"] / c.t) * c.m["d_model"]
-    tied_copy = np.where(one, 0.0, word) if c.m.get("tied") else 0.0
-    first = n1 * blk + x["p_emb"] + np.where(one, x["p_head"], 0.0)
-    last = np.where(one, first, nl * blk + x["p_head"] + tied_copy)
-    return first, last, mid * blk, blk
+    # Megatron's copy of the tied word embedding (vocabulary-parallel) where the head sits
+    # without the embedding, not the position table
+    word = np.ceil(c.m["vocab"] / c.t) * c.m["d_model"] if c.m.get("tied") else 0.0
+    tied = k.param_head * (1.0 - k.param_emb) * word
+    return k.param_blocks * blk + k.param_emb * x["p_emb"] + k.param_head * x["p_head"] + tied, blk
 
 
-def _memory(c: _Ctx, plans: Plans, n, params, optimizer: str) -> np.ndarray:
+def _memory(c: _Ctx, plans: Plans, k: pipeline.Kinds, params, optimizer: str) -> np.ndarray:
     """Bytes on the GPU that needs the most (see costs.llm.memory)."""
-    n1, nl, mid = n
-    first_p, last_p, mid_p, blk = params
+    per_gpu, blk = params
     rc = plans.recompute
     layer = llm_memory.layer_activations(c.m, c.b, c.elem, c.t, plans.sp, rc, c.cp)
     work = np.where(rc == FULL, llm_memory.working_layer(c.m, c.b, c.elem, c.t, plans.sp, c.cp), 0.0)
     work = work + np.where(plans.zero >= 3, 2.0 * blk * c.elem, 0.0)  # a gathered block + prefetch
     emb_act = c.hidden / c.sp_div
     logits = llm_memory.logits_bytes(c.m, c.b, c.t, c.cp)
-    interleaved = np.where(c.v > 1, 1.0 + (c.p - 1) / (c.p * c.v), 1.0)
-    flight = np.minimum(c.p, c.mb) * interleaved
-
-    per_param = llm_memory.state_bytes(1.0, c.elem, optimizer, plans.zero, c.dpc)
-
-    def states(p):
-        return p * per_param
-
-    one = c.p == 1
-    first = states(first_p) + flight * (n1 * layer + emb_act) + work + np.where(one, logits, 0.0)
-    last = states(last_p) + nl * layer + logits + work
-    middle = states(mid_p) + np.minimum(c.p - 1, c.mb) * mid * layer + work
-    return np.maximum(np.maximum(first, np.where(one, first, last)), np.where(c.p > 2, middle, 0.0))
+    states = per_gpu * llm_memory.state_bytes(1.0, c.elem, optimizer, plans.zero, c.dpc)
+    acts = k.flight * (k.blocks * layer + k.param_emb * emb_act) + k.logits * logits
+    return (states + acts).max(axis=0) + work
 
 
 def _sync(c: _Ctx, plans: Plans, params, stage: dict, bucket_bytes: float, nics):
     """(exposed, total) data-parallel communication per step."""
-    p = np.maximum(np.maximum(params[0], params[1]), params[2])
+    p = params[0].max(axis=0)
     g = np.clip(np.floor(c.per_node / c.t), 1.0, c.dpc)
 
     net = (c.net_bw, c.net_lat, nics, c.fabric, c.t * c.dpc, plans.zero == 0)  # span; SHARP: all-reduce
@@ -349,9 +333,9 @@ def evaluate(
     nics = opt.nics_per_node if nics_per_node is None else nics_per_node
     u = _microbatch(c, x, plans.recompute, nics)
     stage = _pipeline(c, x, u, plans.workers)
-    params = _params(c, x, stage["n"])
+    params = _params(c, x, stage["kinds"])
     per_mb = stage["f"] + stage["b"] + stage["tp"] + stage["pp"] + stage["ep"] + stage["cp"]
-    bubble = (c.p - 1.0) / c.v * per_mb
+    bubble = pipeline.bubble(c.schedule, c.p, c.v, per_mb, stage["b"], stage["w"])
     sync, sync_total, p_sync = _sync(c, plans, params, stage, opt.bucket_bytes, nics)
 
     dev, prec = plans.device, plans.precision
@@ -392,7 +376,7 @@ def evaluate(
         pp_comm,
         ep_comm,
         cp_comm,
-        _memory(c, plans, stage["n"], params, opt.optimizer),
+        _memory(c, plans, stage["kinds"], params, opt.optimizer),
         model_flops,
         hw_flops,
         stage["blocks"],

@@ -8,6 +8,7 @@ per GPU, Megatron's interleaved schedule; default 1, more only with ``pp`` > 1),
 (expert-parallel size of a mixture of experts, inside the data-parallel group; default 1),
 ``cp`` (context-parallel size: the sequence split over ``cp`` GPUs; default 1) and
 ``cp_comm`` (its key/value exchange: ``p2p``, ``all_gather`` or ``a2a``; default p2p),
+``pp_schedule`` (the pipeline schedule: ``1f1b``, ``zb1p``, ``dualpipe``, ``dualpipev``; default 1f1b),
 ``zero`` (ZeRO stage 0-3 of the data-parallel group, 3 = FSDP full sharding; default 0), ``sp``
 (``yes``: sequence parallelism with TP), ``recompute`` (activation recomputation: ``none``,
 ``selective``, ``full``; empty when not stated), ``flops_counting`` (see
@@ -34,6 +35,7 @@ from pathlib import Path
 from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
 from costs.llm.context import CP_COMM
+from costs.llm.pipeline import SCHEDULES
 from planner import catalog
 from planner.calibrate import flops
 from planner.errors import BadInput, PlannerError
@@ -92,6 +94,7 @@ class Run:
     tp_overlap: bool = False  # tensor-parallel communication overlapped with GEMMs (source says so)
     cp: int = 1  # context-parallel size
     cp_comm: str = "p2p"  # its key/value exchange (costs.llm.context.CP_COMM)
+    pp_schedule: str = "1f1b"  # the pipeline schedule (costs.llm.pipeline.SCHEDULES)
     ep_overlap: bool = False  # expert all-to-alls overlapped with compute (EP_OVERLAP_FRAMEWORKS)
     flops_per_sample: float | None = None  # model FLOPs per sequence as the source counts them
 
@@ -282,6 +285,8 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         tp_overlap=row.choice("tp_overlap", ("", "no", "yes"), "yes or no", allow_empty=True) == "yes",
         cp=row.integer("cp", default=1),
         cp_comm=row.choice("cp_comm", ("", *CP_COMM), "context-parallel exchange", allow_empty=True) or "p2p",
+        pp_schedule=row.choice("pp_schedule", ("", *SCHEDULES), "pipeline schedule", allow_empty=True)
+        or "1f1b",
         ep_overlap=bool(EP_OVERLAP_FRAMEWORKS.match(row.text("framework", allow_empty=True))),
         flops_per_sample=_flops(row, net, metric, seq_len),
     )

@@ -19,6 +19,7 @@ from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
 from costs.llm.context import CP_COMM
 from costs.llm.memory import RECOMPUTE
+from costs.llm.pipeline import SCHEDULES
 from costs.model import Breakdown, Plans, plans
 from costs.rules import get_rules
 from planner import catalog
@@ -96,6 +97,7 @@ class RunTable:
             tp_overlap=col(lambda r: r.tp_overlap, bool),
             cp=col(lambda r: r.cp),
             cp_comm=col(lambda r: CP_COMM.index(r.cp_comm)),
+            schedule=col(lambda r: SCHEDULES.index(r.pp_schedule)),
             ep_overlap=col(lambda r: r.ep_overlap, bool),
         )
 

@@ -54,6 +54,9 @@ LLM_COLUMNS = [
 ]
 
 
+_SCHEDULE_HELP = "Transformers: pipeline schedule: 1f1b (with --interleave), zb1p, dualpipe or dualpipev."
+
+
 @app.command()
 def estimate(
     net: Annotated[
@@ -146,6 +149,7 @@ def estimate(
         ),
     ] = False,
     interleave: Annotated[int, typer.Option(help="Transformers: virtual pipeline stages per GPU.")] = 1,
+    pp_schedule: Annotated[str, typer.Option(help=_SCHEDULE_HELP)] = "1f1b",
     cp: Annotated[
         int, typer.Option(help="Transformers: context-parallel degree (the sequence split over cp GPUs).")
     ] = 1,
@@ -312,6 +316,7 @@ def _estimate_request(o: dict):
             interleave=o["interleave"],
             cp=o["cp"],
             cp_comm=o["cp_comm"],
+            pp_schedule=o["pp_schedule"],
             memory_headroom=o["memory_headroom"],
             microbatch=o["microbatch"],
             global_batch=o["global_batch"],

@@ -162,6 +162,7 @@ def check_stack(req: EstimateRequest, model: CostModel) -> None:
         "cp": req.cp,
         "ep_overlap": req.ep_overlap,
         "zero": req.zero,
+        "pp_schedule": req.pp_schedule,
         "hybrid": req.parallel != "data",
     }
     why = refusal(stack, plan)

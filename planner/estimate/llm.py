@@ -14,7 +14,7 @@ import numpy as np
 
 from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
-from costs.llm import context
+from costs.llm import context, pipeline
 from costs.llm.memory import RECOMPUTE
 from costs.model import evaluate, plans
 from planner.errors import BadInput
@@ -52,6 +52,23 @@ def check(req: EstimateRequest, m: dict, name: str) -> None:
         raise BadInput(
             "--recompute selective recomputes standard attention; this model's flash kernel "
             "keeps no scores (valid: none, full)"
+        )
+
+
+def _check_schedule(req: EstimateRequest, microbatches: np.ndarray) -> None:
+    """A schedule other than 1F1B needs a pipeline; the DualPipes an uninterleaved one with
+    two microbatches per pipeline GPU, DualPipe an even one (costs.llm.pipeline.runnable)."""
+    if req.pp_schedule == "1f1b":
+        return
+    if req.pp < 2:
+        raise BadInput(f"--pp-schedule {req.pp_schedule} schedules a pipeline: it needs --pp 2 or more")
+    code = pipeline.SCHEDULES.index(req.pp_schedule)
+    ok = pipeline.runnable(np.full(microbatches.shape, code), req.pp, req.interleave, microbatches)
+    if not ok.all():
+        m = int(microbatches[~ok][0])
+        raise BadInput(
+            f"--pp-schedule {req.pp_schedule} needs --interleave 1, at least 2 x pp = {2 * req.pp} microbatches "
+            f"per step (got {m})" + (" and an even --pp" if req.pp_schedule == "dualpipe" else "")
         )
 
 
@@ -103,6 +120,7 @@ def estimate_llm(req: EstimateRequest, costs, model, info, net_info, precision: 
     schemes = np.array([comm.SCHEME_NAMES.index(s) for s in req.schemes])
     k, sch = (a.ravel() for a in np.meshgrid(workers, schemes, indexing="ij"))
     dp, mb, acc = _batches(req, k, costs.net.default_batch)
+    _check_schedule(req, acc)
     devices, links, common = hardware(req, info, net_info)
     common.update(accumulation=acc)
     p = plans(
@@ -121,6 +139,7 @@ def estimate_llm(req: EstimateRequest, costs, model, info, net_info, precision: 
         interleave=req.interleave,
         cp=req.cp,
         cp_comm=context.CP_COMM.index(req.cp_comm),
+        schedule=pipeline.SCHEDULES.index(req.pp_schedule),
         **common,
     )
     r = evaluate(costs, p, devices, links, **model.kwargs(devices, links), **model.plan_kwargs(p))
@@ -159,6 +178,7 @@ def estimate_llm(req: EstimateRequest, costs, model, info, net_info, precision: 
             interleave=req.interleave,
             cp=req.cp,
             cp_comm=req.cp_comm,
+            pp_schedule=req.pp_schedule,
             seq_len=m["seq_len"],
             tokens_per_s=float(r.samples[i] * m["seq_len"] / total),
             mfu=float(r.model_flops[i] / total / (peak * k[i])),

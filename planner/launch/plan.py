@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from costs.llm.context import CP_COMM
+from costs.llm.pipeline import SCHEDULES
 from planner.errors import BadInput
 from planner.request.files import read_json
 
@@ -57,6 +58,7 @@ class LaunchPlan:
     nvlink_domain: int | None = None  # the plan's GPUs per node (NVLink domain); None: one host
     cp: int = 1  # context-parallel degree
     cp_comm: str = "p2p"  # costs.llm.context.CP_COMM
+    pp_schedule: str = "1f1b"  # costs.llm.pipeline.SCHEDULES
     ep_overlap: bool = False
     seq_len: int | None = None
     model: dict | None = None
@@ -227,6 +229,7 @@ def plan_from_record(rec: dict, path: str | Path) -> LaunchPlan:
         tp_overlap=_flag(rec, "tp_overlap", path),
         cp=cp,
         cp_comm=_choice(rec, "cp_comm", path, CP_COMM, "p2p"),
+        pp_schedule=_choice(rec, "pp_schedule", path, SCHEDULES, "1f1b"),
         ep_overlap=_flag(rec, "ep_overlap", path),
         seq_len=_int(rec, "seq_len", path, default=model["seq_len"]) if model else None,
         model=model,

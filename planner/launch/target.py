@@ -41,6 +41,8 @@ class Target:
     scheduler: bool = False  # wraps an engine's node command instead of training itself
     # search-axis choices the engine takes (option text of `planner optimize`); absent: any
     axes: dict[str, tuple[str, ...]] = {}
+    # pipeline schedules the engine runs (costs.llm.pipeline.SCHEDULES)
+    schedules: tuple[str, ...] = ("1f1b",)
 
     def refusal(self, plan: LaunchPlan) -> str | None:
         """Why this target cannot run ``plan`` (one sentence citing the tool's rule), or None."""
@@ -62,6 +64,8 @@ class Target:
     def check(self, plan: LaunchPlan) -> None:
         """Raise :class:`Refused` when this target cannot run ``plan``."""
         why = self.refusal(plan)
+        if not why and plan.pp_schedule not in self.schedules and not self.scheduler:
+            why = f"it runs no {plan.pp_schedule} pipeline schedule (it runs: {', '.join(self.schedules)})"
         if why:
             raise Refused(f"--target {self.name} cannot run this plan: {why}")
 

@@ -47,10 +47,20 @@ def _parallelism(plan: LaunchPlan) -> dict[str, object]:
         out["fsdp_reshard_after_forward"] = "always" if plan.zero == 3 else "never"
     if plan.pp > 1:
         out["pipeline_parallel_microbatch_size"] = plan.microbatch
-        out["pipeline_parallel_schedule"] = "Interleaved1F1B" if plan.interleave > 1 else "1F1B"
-        if plan.interleave > 1:
-            out["pipeline_parallel_layers_per_stage"] = plan.model["n_layers"] // (plan.pp * plan.interleave)
+        out["pipeline_parallel_schedule"] = _schedule(plan)
+        stages = 2 if plan.pp_schedule == "dualpipev" else plan.interleave  # DualPipeV: a V of 2 per GPU
+        if stages > 1:
+            out["pipeline_parallel_layers_per_stage"] = plan.model["n_layers"] // (plan.pp * stages)
     return out
+
+
+def _schedule(plan: LaunchPlan) -> str:
+    """torch.distributed.pipelining's schedule name for the plan's (torch 2.14 get_schedule_class)."""
+    if plan.pp_schedule == "zb1p":
+        return "InterleavedZeroBubble"
+    if plan.pp_schedule == "dualpipev":
+        return "DualPipeV"
+    return "Interleaved1F1B" if plan.interleave > 1 else "1F1B"
 
 
 def _training(plan: LaunchPlan) -> dict[str, object]:
@@ -138,6 +148,9 @@ class Torchtitan(Target):
         "torchtitan's ConfigManager (tyro) of 0.2.2 (the TOML) and 0.3.0 (the options), and ParallelDims"
     )
     axes = {"zero": ("0", "2", "3"), "recompute": ("none", "full")}
+    # torch.distributed.pipelining's InterleavedZeroBubble (ZB1P) and DualPipeV, by name in
+    # pipeline_parallel_schedule (torch/distributed/pipelining/schedules.py, get_schedule_class)
+    schedules = ("1f1b", "zb1p", "dualpipev")
 
     def refusal(self, plan: LaunchPlan) -> str | None:
         if not plan.transformer:

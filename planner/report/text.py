@@ -24,6 +24,8 @@ def _parallel(b: dict) -> str:
         parts += ["sequence parallel"] if b.get("sp") == "on" else []
         parts += [f"EP {b['ep']}"] if b.get("ep", 1) > 1 else []
         parts += [f"{b['interleave']} virtual stages"] if b.get("interleave", 1) > 1 else []
+        names = {"zb1p": "zero-bubble ZB1P", "dualpipe": "DualPipe", "dualpipev": "DualPipeV"}
+        parts += [f"{names[b['pp_schedule']]} schedule"] if b.get("pp_schedule", "1f1b") != "1f1b" else []
         return ", ".join(parts)
     return "data parallel" if b["parallel"] == "data" else f"hybrid (model parallel from {b['split']})"
 

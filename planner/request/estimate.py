@@ -12,6 +12,7 @@ from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
 from costs.llm.context import CP_COMM
 from costs.llm.memory import RECOMPUTE
+from costs.llm.pipeline import SCHEDULES
 from planner.errors import BadInput
 from planner.request import bounds, defaults
 from planner.resizing import normal
@@ -61,6 +62,7 @@ class EstimateRequest:
     interleave: int = 1
     cp: int = 1  # context-parallel degree: the sequence split over cp GPUs
     cp_comm: str = "p2p"  # how context parallelism moves keys and values (costs.llm.context.CP_COMM)
+    pp_schedule: str = "1f1b"  # pipeline schedule (costs.llm.pipeline.SCHEDULES)
     microbatch: int | None = None  # sequences per GPU per microbatch (None: --batch's)
     global_batch: int | None = None  # sequences per step; sets the microbatches per step
     seq_len: int | None = None  # None: the model's
@@ -85,6 +87,7 @@ class EstimateRequest:
             )
             != (1, 1, 0, "none", False, 1, 1, False, 1)
             or self.ep_overlap
+            or self.pp_schedule != "1f1b"
             or self.microbatch is not None
             or self.global_batch is not None
         )
@@ -155,6 +158,8 @@ def _validate_parallel(req: EstimateRequest) -> None:
         raise BadInput(f"--zero {req.zero} (valid: 0, 1, 2, 3)")
     if req.cp_comm not in CP_COMM:
         raise BadInput(f"--cp-comm '{req.cp_comm}' (valid: {', '.join(CP_COMM)})")
+    if req.pp_schedule not in SCHEDULES:
+        raise BadInput(f"--pp-schedule '{req.pp_schedule}' (valid: {', '.join(SCHEDULES)})")
     if req.ep_overlap and req.ep < 2:
         raise BadInput(
             f"--ep-overlap overlaps the expert all-to-alls: it needs --ep 2 or more, got --ep {req.ep}"
@@ -236,8 +241,9 @@ def _llm_keys(data: dict) -> dict:
     """A transformer plan's parallel degrees, ZeRO stage, recomputation and sequence length, as
     plan files record them (``sp``, ``tp_overlap`` and ``ep_overlap`` as on/off)."""
     out: dict = {k: int(data[k]) for k in ("tp", "pp", "zero", "ep", "interleave", "cp") if k in data}
-    if data.get("cp_comm") is not None:
-        out["cp_comm"] = str(data["cp_comm"])
+    for key in ("cp_comm", "pp_schedule"):
+        if data.get(key) is not None:
+            out[key] = str(data[key])
     out.update({k: data[k] == "on" for k in ("sp", "tp_overlap", "ep_overlap") if k in data})
     if "recompute" in data:
         out["recompute"] = str(data["recompute"])

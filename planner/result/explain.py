@@ -78,6 +78,7 @@ def baseline(scorer: Scorer, cols, i) -> dict:
         ("ep", 1),
         ("cp", 1),
         ("interleave", 1),
+        ("pp_schedule", "1f1b"),
         ("sp", "off"),
         ("zero", 0),
     ):

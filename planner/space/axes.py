@@ -30,7 +30,7 @@ from costs.hardware import PRECISIONS
 from planner.errors import BadInput, UnsupportedError
 from planner.hosts import node_sizes
 from planner.request.parse import parse_int_list
-from planner.space import cp_axes, llm_axes, stack_axis
+from planner.space import cp_axes, llm_axes, schedule_axes, stack_axis
 from planner.space.declare import Axis, Chosen, Field, SpaceView
 
 if TYPE_CHECKING:
@@ -283,6 +283,7 @@ AXES: tuple[Axis, ...] = (
     ),
     *llm_axes.AXES,
     *cp_axes.AXES,
+    schedule_axes.AXIS,
     stack_axis.AXIS,  # last: its validity reads the parallelism axes
 )
 

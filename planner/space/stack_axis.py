@@ -45,6 +45,7 @@ def stack_valid(ch: Chosen) -> np.ndarray:
         "cp": ch.value("cp"),
         "ep_overlap": ch.value("ep_overlap") == "on",
         "zero": ch.value("zero"),
+        "pp_schedule": ch.value("pp_schedule"),
         "hybrid": ch.value("split") < ch.space.n_layers,
     }
     for i, name in enumerate(names):

@@ -3,7 +3,8 @@ refuses in one line) and as a vectorised mask over many (the search space's vali
 
 Keys: ``tp``, ``pp``, ``sp``, ``ep``, ``interleave``, ``tp_overlap``, ``cp`` (transformer parallelism
 the stack has), ``hybrid`` (a CNN's model-parallel split), ``zero`` (ZeRO stages of its
-data-parallel engine) and ``zero_with_pp`` (the stages it allows with pipeline parallelism).
+data-parallel engine), ``zero_with_pp`` (the stages it allows with pipeline parallelism) and
+``schedules`` (its pipeline schedules, costs.llm.pipeline.SCHEDULES; default 1f1b).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ def refusal(stack: Stack, plan: dict) -> str | None:
     for key, used in _used(plan).items():
         if used and not stack.allows(key):
             return f"--stack {stack.name} has no {_WHAT[key]} ({stack.framework})"
+    schedule = plan.get("pp_schedule", "1f1b")
+    if schedule not in stack.schedules:
+        return f"--stack {stack.name} has no {schedule} pipeline schedule (valid: {', '.join(stack.schedules)}; {stack.framework})"
     zero = int(plan.get("zero", 0))
     allowed = stack.zero_with_pp if plan.get("pp", 1) > 1 else stack.zero
     if zero not in allowed:
@@ -76,6 +80,8 @@ def mask(stack: Stack, cols: dict[str, np.ndarray]) -> np.ndarray:
     for key, used in flags.items():
         if key in cols and not stack.allows(key):
             ok &= ~used(np.asarray(cols[key]))
+    if "pp_schedule" in cols:
+        ok &= np.isin(np.asarray(cols["pp_schedule"]), stack.schedules)
     if "zero" in cols:
         zero = np.asarray(cols["zero"])
         pp = np.asarray(cols.get("pp", np.ones(n)))

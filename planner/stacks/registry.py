@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from costs.llm.pipeline import SCHEDULES
 from planner import catalog
 from planner.errors import BadInput, CatalogError
 
@@ -27,7 +28,7 @@ NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,39}$")
 _STACK_KEYS = {"description", "framework", "versions", "kernels", "data_parallel", "families", "profile"}
 _RUN_KEYS = {"files", "framework", "sources", "family"}
 PLAN_BOOLS = ("tp", "pp", "sp", "ep", "interleave", "tp_overlap", "ep_overlap", "cp", "hybrid")
-_PLAN_KEYS = {*PLAN_BOOLS, "zero", "zero_with_pp", "source"}
+_PLAN_KEYS = {*PLAN_BOOLS, "zero", "zero_with_pp", "schedules", "source"}
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,11 @@ class Stack:
     def zero_with_pp(self) -> tuple[int, ...]:
         return tuple(self.plans.get("zero_with_pp", self.zero))
 
+    @property
+    def schedules(self) -> tuple[str, ...]:
+        """Pipeline schedules it runs (costs.llm.pipeline.SCHEDULES)."""
+        return tuple(self.plans.get("schedules", ("1f1b",)))
+
 
 def _strings(value, what: str) -> tuple[str, ...]:
     if isinstance(value, str):
@@ -86,6 +92,9 @@ def _plans(file: str, plans: dict) -> dict:
         v = plans.get(k, [0])
         if not isinstance(v, list) or not v or not set(v) <= {0, 1, 2, 3}:
             raise CatalogError(f"{file}: [plans] {k} must be a list of ZeRO stages 0-3")
+    v = plans.get("schedules", ["1f1b"])
+    if not isinstance(v, list) or "1f1b" not in v or not set(v) <= set(SCHEDULES):
+        raise CatalogError(f"{file}: [plans] schedules must be a list of {', '.join(SCHEDULES)} with 1f1b")
     return plans
 
 

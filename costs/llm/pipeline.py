@@ -1,0 +1,157 @@
+"""Pipeline schedules: how a plan's blocks spread over its ``p`` pipeline GPUs, the bubble, and
+what each GPU holds.
+
+Schedules (``SCHEDULES``), with the bubble per optimizer step in the times of the binding GPU
+per microbatch: ``F`` forward, ``B`` the whole backward, ``W`` its weight-gradient part, ``c``
+the communication a microbatch exposes; ``v`` virtual stages per GPU (interleaving):
+
+  1f1b       PipeDream-Flush / Megatron's 1F1B, interleaved when v > 1 (Narayanan et al. 2021,
+             arXiv:2104.04473, §2.2): ``(p - 1) / v (F + B + c)``; the first GPU keeps ``p``
+             microbatches' activations, ``1 + (p - 1) / (p v)`` times that when interleaved
+  zb1p       zero-bubble ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", ICLR,
+             arXiv:2401.10241, §3): weight gradients fill the bubble, ``(p - 1) / v (F + B + c - 2W)``;
+             1F1B's memory (torch.distributed.pipelining's ScheduleInterleavedZeroBubble)
+  dualpipe   DeepSeek-V3's bidirectional DualPipe (arXiv:2412.19437, §3.2.1): each GPU holds
+             stage ``d`` of one direction and stage ``p - 1 - d`` of the other, a forward and a
+             backward chunk overlap (F&B = F + B, their communication hidden):
+             ``(p / 2 - 1)(F&B + B - 3W)``; two copies of the parameters; ``p + 1`` stages'
+             activations; even ``p``
+  dualpipev  DualPipe cut in half (a V: GPU ``d`` holds chunks ``d`` and ``2p - 1 - d`` of ``2p``):
+             the same bubble over ``2p`` chunks of half a GPU's work, ``(p - 1)(F&B + B - 3W) / 2``;
+             one copy of the parameters, ``2p + 1`` chunks' activations
+
+The DualPipe figures are its repository's table (github.com/deepseek-ai/DualPipe at
+3da1bbea53606543d7f5f232338fc58096db30e3, README "Pipeline Bubbles and Memory Usage
+Comparison", read 2026-11-25), which also lists ZB1P as ``(PP - 1)(F + B - 2W)``.
+
+Balance: under 1F1B and ZB1P the first GPU carries the embedding and the last the LM head (and
+the multi-token-prediction modules): blocks spread so that their loads in block-equivalents
+match the others'. Under DualPipe the GPUs holding the first and the last stage carry half the
+embedding and half the head each per microbatch (each direction's microbatches pass one of
+them), in half-block steps; under DualPipeV GPU 0 carries both, in whole blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+SCHEDULES = ("1f1b", "zb1p", "dualpipe", "dualpipev")
+ONE_F_ONE_B, ZB1P, DUALPIPE, DUALPIPEV = range(4)
+
+
+@dataclass(frozen=True)
+class Kinds:
+    """Per kind of pipeline GPU (rows) and plan (columns): per microbatch, the blocks it runs
+    and its share of the embedding's and the head's work; what it holds: the blocks whose
+    parameters it keeps, whether it keeps the embedding's and the head's, the microbatches of
+    activations of its blocks (``flight``), and whether it keeps a microbatch's logits."""
+
+    blocks: np.ndarray
+    emb: np.ndarray
+    head: np.ndarray
+    param_blocks: np.ndarray
+    param_emb: np.ndarray
+    param_head: np.ndarray
+    flight: np.ndarray
+    logits: np.ndarray
+
+
+def _stages(L: int, p, unit, emb, head):
+    """1F1B: blocks on the first, last and a middle stage, balanced in block-equivalents."""
+    unit = np.maximum(unit, 1e-30)
+    w = (L + (emb + head) / unit) / p
+    n1 = np.clip(np.rint(w - emb / unit), 0, L)
+    nl = np.where(p == 2, L - n1, np.clip(np.rint(w - head / unit), 0, L - n1))
+    mid = np.where(p > 2, np.ceil((L - n1 - nl) / np.maximum(p - 2, 1)), 0.0)
+    one = p == 1
+    return np.where(one, L, n1), np.where(one, L, nl), mid
+
+
+def _linear(L: int, p, v, m, unit, emb, head) -> Kinds:
+    """1F1B and ZB1P: the first, the last and a middle GPU."""
+    n1, nl, mid = _stages(L, p, unit, emb, head)
+    one = (p == 1).astype(float)
+    interleaved = np.where(v > 1, 1.0 + (p - 1) / (p * v), 1.0)
+    flight = np.minimum(p, m) * interleaved
+    zero, ones = np.zeros_like(n1), np.ones_like(n1)
+    return Kinds(
+        blocks=np.stack([n1, nl, mid]),
+        emb=np.stack([ones, one, zero]),
+        head=np.stack([one, ones, zero]),
+        param_blocks=np.stack([n1, nl, mid]),
+        param_emb=np.stack([ones, one, zero]),
+        param_head=np.stack([one, ones, zero]),
+        # a middle stage exists from p = 3; the last keeps one microbatch (or the first's, p = 1)
+        flight=np.stack([flight, np.where(one > 0, flight, 1.0), np.where(p > 2, np.minimum(p - 1, m), 0.0)]),
+        logits=np.stack([one, ones, zero]),
+    )
+
+
+def _paired(L: int, p, m, unit, emb, head, dual: bool) -> Kinds:
+    """DualPipe (``dual``: two end GPUs, each with half the embedding and head per microbatch,
+    half-block steps, two copies of the weights) or DualPipeV (GPU 0 with both, whole blocks)."""
+    k, ends = (2.0, 2.0) if dual else (1.0, 1.0)
+    burden = (emb + head) / k
+    w = (L + (emb + head) / unit) / p
+    n_end = np.clip(np.rint((w - burden / unit) * k) / k, 0, L / ends)
+    rest = np.maximum(p - ends, 1.0)
+    n_mid = np.where(p > ends, np.ceil((L - ends * n_end) / rest * k) / k, 0.0)
+    n_end = np.where(p > ends, n_end, L / ends)
+    flight = np.minimum(p + 1.0, m) if dual else np.minimum(p + 0.5, m)
+    ones = np.ones_like(n_end)
+    return Kinds(
+        blocks=np.stack([n_end, n_mid]),
+        emb=np.stack([ones / k, 0 * ones]),
+        head=np.stack([ones / k, 0 * ones]),
+        param_blocks=np.stack([k * n_end, k * n_mid]),
+        param_emb=np.stack([ones, 0 * ones]),
+        param_head=np.stack([ones, 0 * ones]),
+        flight=np.stack([flight * ones, np.where(p > ends, flight, 0.0) * ones]),
+        logits=np.stack([ones, 0 * ones]),
+    )
+
+
+def kinds(schedule, L: int, p, v, m, unit, emb, head) -> Kinds:
+    """Each plan's pipeline GPUs by kind (see :class:`Kinds`); ``unit``, ``emb`` and ``head``
+    are a block's, the embedding side's and the head side's seconds per microbatch."""
+    unit = np.maximum(unit, 1e-30)
+    lin = _linear(L, p, v, m, unit, emb, head)
+    out = lin
+    for code, dual in ((DUALPIPE, True), (DUALPIPEV, False)):
+        on = schedule == code
+        if not on.any():
+            continue
+        pair = _paired(L, p, m, unit, emb, head, dual)
+        # the paired kinds fill rows 0-1; row 2 (a middle 1F1B stage) is empty for them
+        out = Kinds(
+            *(
+                np.where(
+                    on, np.vstack([getattr(pair, f), np.zeros_like(getattr(pair, f)[:1])]), getattr(out, f)
+                )
+                for f in Kinds.__dataclass_fields__
+            )
+        )
+    return out
+
+
+def bubble(schedule, p, v, per_mb, b, w) -> np.ndarray:
+    """Seconds per step the binding GPU idles: ``per_mb`` its time per microbatch (forward,
+    backward, exposed communication), ``b`` its backward and ``w`` its weight-gradient part."""
+    p = np.asarray(p, dtype=float)
+    one_f = (p - 1.0) / v * per_mb
+    zb = (p - 1.0) / v * np.maximum(per_mb - 2.0 * w, 0.0)
+    pair = np.maximum(per_mb + b - 3.0 * w, 0.0)
+    dual = np.maximum(p / 2.0 - 1.0, 0.0) * pair
+    vee = (p - 1.0) * pair / 2.0
+    return np.select([schedule == ZB1P, schedule == DUALPIPE, schedule == DUALPIPEV], [zb, dual, vee], one_f)
+
+
+def runnable(schedule, p, v, m) -> np.ndarray:
+    """Whether each plan's schedule can run its pipeline: DualPipe needs an even ``p`` and at
+    least ``2p`` microbatches, DualPipeV ``2p`` microbatches (one per chunk of its V: torch's
+    ScheduleDualPipeV), neither interleaves; 1F1B and ZB1P run any pipeline."""
+    paired = (schedule == DUALPIPE) | (schedule == DUALPIPEV)
+    even = (schedule != DUALPIPE) | (p % 2 == 0)
+    return ~paired | ((v == 1) & (p > 1) & (m >= 2 * p) & even)
