@@ -66,14 +66,18 @@ def test_deepseek_v3_like_balance_per_schedule():
     one = S([1.0])
     args = (61, S([16.0]), one, S([120.0]), one, S([0.0]), S([4.3]))
     k = {s: pipeline.kinds(S([i]), *args) for i, s in enumerate(pipeline.SCHEDULES)}
-    assert [float(x) for x in k["1f1b"].blocks[:, 0]] == [4.0, 0.0, 5.0]
-    assert [float(x) for x in k["dualpipe"].blocks[:2, 0]] == [2.0, 4.5]
+    assert [float(x) for x in pipeline.rows(k["1f1b"].blocks)[:, 0]] == [4.0, 0.0, 5.0]
+    assert [float(x) for x in pipeline.rows(k["dualpipe"].blocks)[:2, 0]] == [2.0, 4.5]
     assert (
-        float(k["dualpipe"].head[0, 0]) == 0.5 and float(k["dualpipe"].param_blocks[1, 0]) == 9.0
+        float(pipeline.rows(k["dualpipe"].head)[0, 0]) == 0.5
+        and float(pipeline.rows(k["dualpipe"].param_blocks)[1, 0]) == 9.0
     )  # 2 copies
-    assert [float(x) for x in k["dualpipev"].blocks[:2, 0]] == [0.0, 5.0]
-    assert float(k["dualpipev"].param_blocks[1, 0]) == 5.0  # one copy
-    assert float(k["dualpipe"].flight[1, 0]) == 17.0 and float(k["dualpipev"].flight[1, 0]) == 16.5  # PP + 1
+    assert [float(x) for x in pipeline.rows(k["dualpipev"].blocks)[:2, 0]] == [0.0, 5.0]
+    assert float(pipeline.rows(k["dualpipev"].param_blocks)[1, 0]) == 5.0  # one copy
+    assert (
+        float(pipeline.rows(k["dualpipe"].flight)[1, 0]) == 17.0
+        and float(pipeline.rows(k["dualpipev"].flight)[1, 0]) == 16.5
+    )  # PP + 1
 
 
 def test_runnable_rules():

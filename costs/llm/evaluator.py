@@ -101,8 +101,8 @@ def description(costs) -> dict | None:
 
 _PARTS = ("emb_f", "emb_b", "head_f", "head_b", "blk_f", "blk_b", "rep_f", "rep_b")
 _PARTS += ("attn_f", "att_f", "att_b")  # standard attention (selective), any attention (context)
-_PARTS += ("blk_w", "head_w")  # weight-gradient seconds (zero-bubble and DualPipe schedules)
 _KERNELS = ("k_emb", "k_head", "k_blk", "k_rep")
+_WEIGHTS = ("blk_w", "head_w")  # weight-gradient seconds: built for zero-bubble and DualPipe plans only
 _PER_SHARD = ("p_emb", "p_blk", "p_head", "p_exp", "t_emb", "t_blk", "t_head")
 
 
@@ -122,14 +122,19 @@ def _part_times(
     k = w * kernels.sum(axis=1)
     split = (sh.part == BLOCK) & ~sh.replicated
     emb, head = sh.part == EMBED, sh.part == HEAD
-    parts = (  # in the order of _PARTS + _KERNELS
+    parts = (  # in the order of _PARTS + _KERNELS (+ _WEIGHTS)
         (f, emb), (b, emb), (f, head), (b, head), (f, split), (b, split), (f, sh.replicated),
-        (b, sh.replicated), (f, sh.core_attention), (f, sh.attention), (b, sh.attention),
-        (w * times[:, 2], sh.part == BLOCK), (w * times[:, 2], head), (k, emb), (k, head), (k, split),
-        (k, sh.replicated),
+        (b, sh.replicated), (f, sh.core_attention), (f, sh.attention), (b, sh.attention), (k, emb),
+        (k, head), (k, split), (k, sh.replicated),
     )  # fmt: skip
+    names = _PARTS + _KERNELS
+    if "blk_w" in out:
+        parts, names = (
+            parts + ((w * times[:, 2], sh.part == BLOCK), (w * times[:, 2], head)),
+            names + _WEIGHTS,
+        )
     table = np.stack([x[mask].sum(axis=0) for x, mask in parts], axis=1)[inv]  # one gather
-    for j, name in enumerate(_PARTS + _KERNELS):
+    for j, name in enumerate(names):
         out[name][idx] = table[:, j]
     tensors = [float((sh.weight * sh.terms.param_tensors)[sh.part == k].sum()) for k in (EMBED, BLOCK, HEAD)]
     values = (*sh.params, sh.expert_params, *tensors)
@@ -210,10 +215,11 @@ def _pipeline(c: _Ctx, x: dict, u: dict, workers) -> dict:
     """The binding GPU's forward, backward, weight gradients and communication per microbatch,
     and every kind of pipeline GPU (:mod:`costs.llm.pipeline`)."""
     k = pipeline.kinds(c.schedule, c.L, c.p, c.v, c.mb, u["unit"], u["emb"], u["head"])
-    which = np.argmax(k.blocks * u["unit"] + k.emb * u["emb"] + k.head * u["head"], axis=0)
+    loads = [b * u["unit"] + e * u["emb"] + h * u["head"] for b, e, h in zip(k.blocks, k.emb, k.head)]
+    which = np.argmax(np.vstack(loads), axis=0)
 
     def pick(rows):
-        return np.take_along_axis(rows, which[None], axis=0)[0]
+        return np.choose(which, np.broadcast_arrays(*rows))
 
     blocks, e, h = pick(k.blocks), pick(k.emb), pick(k.head)
     bw, lat = _link(c, workers > c.per_node, c.p, workers)  # a chain of p stages over all GPUs
@@ -226,7 +232,7 @@ def _pipeline(c: _Ctx, x: dict, u: dict, workers) -> dict:
         kinds=k,
         f=blocks * u["blk_f"] + e * x["emb_f"] + h * x["head_f"],
         b=blocks * u["blk_b"] + e * x["emb_b"] + h * x["head_b"],
-        w=blocks * x["blk_w"] + h * x["head_w"],
+        w=blocks * x["blk_w"] + h * x["head_w"] if "blk_w" in x else 0.0,
         tp=blocks * u["tp_blk"] + (e + h) * u["tp_end"],
         ep=(blocks + h * c.m.get("mtp_layers", 0)) * u["ep_blk"],  # MTP layers: one MoE each
         cp=blocks * u["cp_blk"],
@@ -241,8 +247,8 @@ def _params(c: _Ctx, x: dict, k: pipeline.Kinds) -> tuple[np.ndarray, np.ndarray
     # Megatron's copy of the tied word embedding (vocabulary-parallel) where the head sits
     # without the embedding, not the position table
     word = np.ceil(c.m["vocab"] / c.t) * c.m["d_model"] if c.m.get("tied") else 0.0
-    tied = k.param_head * (1.0 - k.param_emb) * word
-    return k.param_blocks * blk + k.param_emb * x["p_emb"] + k.param_head * x["p_head"] + tied, blk
+    held = zip(k.param_blocks, k.param_emb, k.param_head, strict=True)
+    return [n * blk + e * x["p_emb"] + h * (x["p_head"] + (1.0 - e) * word) for n, e, h in held], blk
 
 
 def _memory(c: _Ctx, plans: Plans, k: pipeline.Kinds, params, optimizer: str) -> np.ndarray:
@@ -254,14 +260,15 @@ def _memory(c: _Ctx, plans: Plans, k: pipeline.Kinds, params, optimizer: str) ->
     work = work + np.where(plans.zero >= 3, 2.0 * blk * c.elem, 0.0)  # a gathered block + prefetch
     emb_act = c.hidden / c.sp_div
     logits = llm_memory.logits_bytes(c.m, c.b, c.t, c.cp)
-    states = per_gpu * llm_memory.state_bytes(1.0, c.elem, optimizer, plans.zero, c.dpc)
-    acts = k.flight * (k.blocks * layer + k.param_emb * emb_act) + k.logits * logits
-    return (states + acts).max(axis=0) + work
+    per_param = llm_memory.state_bytes(1.0, c.elem, optimizer, plans.zero, c.dpc)
+    held = zip(per_gpu, k.flight, k.blocks, k.param_emb, k.logits, strict=True)
+    need = [q * per_param + f * (n * layer + e * emb_act) + g * logits for q, f, n, e, g in held]
+    return np.maximum.reduce(np.broadcast_arrays(*need)) + work
 
 
 def _sync(c: _Ctx, plans: Plans, params, stage: dict, bucket_bytes: float, nics):
     """(exposed, total) data-parallel communication per step."""
-    p = params[0].max(axis=0)
+    p = np.maximum.reduce(np.broadcast_arrays(*params[0]))
     g = np.clip(np.floor(c.per_node / c.t), 1.0, c.dpc)
 
     net = (c.net_bw, c.net_lat, nics, c.fabric, c.t * c.dpc, plans.zero == 0)  # span; SHARP: all-reduce
@@ -316,7 +323,7 @@ def evaluate(
     eff = efficiency if efficiency is not None else Efficiency.ideal(devices, links)
     opt = options if options is not None else Options()
     n = len(plans)
-    x = {k: np.zeros(n) for k in _PARTS + _KERNELS + _PER_SHARD}
+    x = {k: np.zeros(n) for k in _PARTS + _KERNELS + _PER_SHARD + (_WEIGHTS if plans.schedule.any() else ())}
     model = costs.net.meta["model"]
     ep = plans.ep if model.get("moe") else np.ones_like(plans.ep)
     span_c, span_e = int(plans.cp.max(initial=1)) + 1, int(ep.max(initial=1)) + 1

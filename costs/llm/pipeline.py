@@ -43,19 +43,21 @@ ONE_F_ONE_B, ZB1P, DUALPIPE, DUALPIPEV = range(4)
 
 @dataclass(frozen=True)
 class Kinds:
-    """Per kind of pipeline GPU (rows) and plan (columns): per microbatch, the blocks it runs
-    and its share of the embedding's and the head's work; what it holds: the blocks whose
-    parameters it keeps, whether it keeps the embedding's and the head's, the microbatches of
-    activations of its blocks (``flight``), and whether it keeps a microbatch's logits."""
+    """Per kind of pipeline GPU (one tuple entry each: an array over plans, or a number for
+    all): per microbatch, the blocks it runs and its share of the embedding's and the head's
+    work; what it holds: the blocks whose parameters it keeps, whether it keeps the
+    embedding's and the head's, the microbatches of activations of its blocks (``flight``),
+    and whether it keeps a microbatch's logits. Rows stay unmaterialised numbers where they
+    are constant: a batch of 1F1B plans builds no kind-by-plan array."""
 
-    blocks: np.ndarray
-    emb: np.ndarray
-    head: np.ndarray
-    param_blocks: np.ndarray
-    param_emb: np.ndarray
-    param_head: np.ndarray
-    flight: np.ndarray
-    logits: np.ndarray
+    blocks: tuple
+    emb: tuple
+    head: tuple
+    param_blocks: tuple
+    param_emb: tuple
+    param_head: tuple
+    flight: tuple
+    logits: tuple
 
 
 def _stages(L: int, p, unit, emb, head):
@@ -75,23 +77,23 @@ def _linear(L: int, p, v, m, unit, emb, head) -> Kinds:
     one = (p == 1).astype(float)
     interleaved = np.where(v > 1, 1.0 + (p - 1) / (p * v), 1.0)
     flight = np.minimum(p, m) * interleaved
-    zero, ones = np.zeros_like(n1), np.ones_like(n1)
     return Kinds(
-        blocks=np.stack([n1, nl, mid]),
-        emb=np.stack([ones, one, zero]),
-        head=np.stack([one, ones, zero]),
-        param_blocks=np.stack([n1, nl, mid]),
-        param_emb=np.stack([ones, one, zero]),
-        param_head=np.stack([one, ones, zero]),
+        blocks=(n1, nl, mid),
+        emb=(1.0, one, 0.0),
+        head=(one, 1.0, 0.0),
+        param_blocks=(n1, nl, mid),
+        param_emb=(1.0, one, 0.0),
+        param_head=(one, 1.0, 0.0),
         # a middle stage exists from p = 3; the last keeps one microbatch (or the first's, p = 1)
-        flight=np.stack([flight, np.where(one > 0, flight, 1.0), np.where(p > 2, np.minimum(p - 1, m), 0.0)]),
-        logits=np.stack([one, ones, zero]),
+        flight=(flight, np.where(one > 0, flight, 1.0), np.where(p > 2, np.minimum(p - 1, m), 0.0)),
+        logits=(one, 1.0, 0.0),
     )
 
 
 def _paired(L: int, p, m, unit, emb, head, dual: bool) -> Kinds:
     """DualPipe (``dual``: two end GPUs, each with half the embedding and head per microbatch,
-    half-block steps, two copies of the weights) or DualPipeV (GPU 0 with both, whole blocks)."""
+    half-block steps, two copies of the weights) or DualPipeV (GPU 0 with both, whole blocks);
+    the third kind (a 1F1B middle stage) is empty."""
     k, ends = (2.0, 2.0) if dual else (1.0, 1.0)
     burden = (emb + head) / k
     w = (L + (emb + head) / unit) / p
@@ -100,16 +102,15 @@ def _paired(L: int, p, m, unit, emb, head, dual: bool) -> Kinds:
     n_mid = np.where(p > ends, np.ceil((L - ends * n_end) / rest * k) / k, 0.0)
     n_end = np.where(p > ends, n_end, L / ends)
     flight = np.minimum(p + 1.0, m) if dual else np.minimum(p + 0.5, m)
-    ones = np.ones_like(n_end)
     return Kinds(
-        blocks=np.stack([n_end, n_mid]),
-        emb=np.stack([ones / k, 0 * ones]),
-        head=np.stack([ones / k, 0 * ones]),
-        param_blocks=np.stack([k * n_end, k * n_mid]),
-        param_emb=np.stack([ones, 0 * ones]),
-        param_head=np.stack([ones, 0 * ones]),
-        flight=np.stack([flight * ones, np.where(p > ends, flight, 0.0) * ones]),
-        logits=np.stack([ones, 0 * ones]),
+        blocks=(n_end, n_mid, 0.0),
+        emb=(1.0 / k, 0.0, 0.0),
+        head=(1.0 / k, 0.0, 0.0),
+        param_blocks=(k * n_end, k * n_mid, 0.0),
+        param_emb=(1.0, 0.0, 0.0),
+        param_head=(1.0, 0.0, 0.0),
+        flight=(flight, np.where(p > ends, flight, 0.0), 0.0),
+        logits=(1.0, 0.0, 0.0),
     )
 
 
@@ -117,23 +118,24 @@ def kinds(schedule, L: int, p, v, m, unit, emb, head) -> Kinds:
     """Each plan's pipeline GPUs by kind (see :class:`Kinds`); ``unit``, ``emb`` and ``head``
     are a block's, the embedding side's and the head side's seconds per microbatch."""
     unit = np.maximum(unit, 1e-30)
-    lin = _linear(L, p, v, m, unit, emb, head)
-    out = lin
+    out = _linear(L, p, v, m, unit, emb, head)
     for code, dual in ((DUALPIPE, True), (DUALPIPEV, False)):
         on = schedule == code
         if not on.any():
             continue
         pair = _paired(L, p, m, unit, emb, head, dual)
-        # the paired kinds fill rows 0-1; row 2 (a middle 1F1B stage) is empty for them
         out = Kinds(
             *(
-                np.where(
-                    on, np.vstack([getattr(pair, f), np.zeros_like(getattr(pair, f)[:1])]), getattr(out, f)
-                )
+                tuple(np.where(on, a, b) for a, b in zip(getattr(pair, f), getattr(out, f), strict=True))
                 for f in Kinds.__dataclass_fields__
             )
         )
     return out
+
+
+def rows(values: tuple) -> np.ndarray:
+    """A :class:`Kinds` field as a (kinds, plans) array (tests and inspection)."""
+    return np.vstack(np.broadcast_arrays(*values))
 
 
 def bubble(schedule, p, v, per_mb, b, w) -> np.ndarray:
@@ -141,6 +143,8 @@ def bubble(schedule, p, v, per_mb, b, w) -> np.ndarray:
     backward, exposed communication), ``b`` its backward and ``w`` its weight-gradient part."""
     p = np.asarray(p, dtype=float)
     one_f = (p - 1.0) / v * per_mb
+    if not np.any(schedule):  # every plan 1F1B: the common case, no other column built
+        return one_f
     zb = (p - 1.0) / v * np.maximum(per_mb - 2.0 * w, 0.0)
     pair = np.maximum(per_mb + b - 3.0 * w, 0.0)
     dual = np.maximum(p / 2.0 - 1.0, 0.0) * pair
