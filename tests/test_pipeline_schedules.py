@@ -211,3 +211,41 @@ def test_launch_maps_schedules_to_torchtitan_and_megatron_refuses(tmp_path):
         Refused, match="--target megatron cannot run this plan: it runs no zb1p pipeline schedule"
     ):
         TARGETS["megatron"].check(dataclasses.replace(base, pp_schedule="zb1p", zero=1))
+
+
+@pytest.mark.parametrize(
+    "schedule, name", [("1f1b", "1F1B"), ("zb1p", "InterleavedZeroBubble"), ("dualpipev", "DualPipeV")]
+)
+def test_torchtitan_config_manager_reads_the_schedule(tmp_path, schedule, name):
+    """The torchtitan target's options for a pipeline plan (1F1B, ZB1P, DualPipeV) parse with
+    torchtitan's own ConfigManager (0.3) and ParallelDims, and torch.distributed.pipelining knows
+    the schedule. torchtitan 0.3 refuses CUDA graphs with a pipeline: the options turn them off."""
+    pytest.importorskip("torchtitan", reason="torchtitan is not installed: pip install '.[launch]'")
+    from torch.distributed.pipelining.schedules import get_schedule_class
+    from torchtitan.config import ConfigManager
+    from torchtitan.distributed import ParallelDims
+
+    from planner.launch.plan import LaunchPlan
+    from planner.launch.registry import emit, parse_targets
+    from planner.launch.target import LaunchOptions
+    from planner.launch.torchtitan import CONFIGS
+
+    model = catalog_model("llama3-70b")
+    plan = LaunchPlan(
+        net="llama3-70b", gpus=64, gpus_per_node=8, device="H100_SXM", network="ib_ndr", precision="bf16",
+        scheme="ring", microbatch=1, accumulation=16, global_batch=128, tp=4, pp=8, sp=True, zero=2,
+        model=model, seq_len=model["seq_len"], pp_schedule=schedule,
+    )  # fmt: skip
+    files = emit(plan, parse_targets("torchtitan"), LaunchOptions())
+    args = shlex.split(files["torchtitan_args.txt"])
+    module, config = CONFIGS[plan.net]
+    cfg = ConfigManager().parse_args(["--module", module, "--config", config, *args])
+    assert cfg.parallelism.pipeline_parallel_schedule == name
+    assert get_schedule_class(name) is not None
+    assert ParallelDims.from_config(cfg.parallelism, world_size=plan.gpus).world_size == plan.gpus
+
+
+def catalog_model(net: str) -> dict:
+    from planner import catalog
+
+    return catalog.net_spec(net)["model"]

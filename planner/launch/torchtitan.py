@@ -136,6 +136,8 @@ def overrides(plan: LaunchPlan) -> list[str]:
             args += [f"--{section}.{key}"] if value is True else [f"--{section}.{key}", str(value)]
     if plan.tp > 1 and not plan.sp:
         args.append("--parallelism.no-enable-sequence-parallel")
+    if plan.pp > 1:  # 0.3 captures CUDA graphs by default and refuses them with a pipeline
+        args.append("--training.disable_cuda_graphs")  # (torchtitan/trainer.py, _validate_cuda_graphs)
     if plan.tp_overlap:  # 0.3 moved async TP under [compile]
         args += ["--compile.enable", "--compile.enable_async_tensor_parallel"]
     args.append("activation_checkpoint:full" if plan.recompute == "full" else "activation_checkpoint:none")
