@@ -107,9 +107,11 @@ _PER_SHARD = ("p_emb", "p_blk", "p_head", "p_exp", "t_emb", "t_blk", "t_head")
 
 
 def _part_times(
-    sh: Shard, devices, eff, plans: Plans, idx, out: dict, full: Shard | None = None, cp=1
-) -> None:
-    """Fill ``out``'s per-plan seconds and kernels of each part of the shard for plans ``idx``.
+    sh: Shard, devices, eff, plans: Plans, idx, weights: bool, full: Shard | None = None, cp=1
+) -> tuple[np.ndarray, np.ndarray]:
+    """The seconds and kernels of each part of the shard (:data:`_PARTS`, :data:`_KERNELS`, then
+    :data:`_WEIGHTS` with ``weights``) and its per-shard values (:data:`_PER_SHARD`) for each
+    distinct (device, precision, microbatch) of plans ``idx`` (rows), and each plan's row.
     With context parallelism ``sh`` is built at ``s / cp`` tokens and ``full`` at the whole
     sequence, whose core attention each of the ``cp`` GPUs does ``1 / cp`` of."""
     args = (devices, eff, plans.device[idx], plans.precision[idx], plans.batch[idx])
@@ -127,19 +129,12 @@ def _part_times(
         (b, sh.replicated), (f, sh.core_attention), (f, sh.attention), (b, sh.attention), (k, emb),
         (k, head), (k, split), (k, sh.replicated),
     )  # fmt: skip
-    names = _PARTS + _KERNELS
-    if "blk_w" in out:
-        parts, names = (
-            parts + ((w * times[:, 2], sh.part == BLOCK), (w * times[:, 2], head)),
-            names + _WEIGHTS,
-        )
-    table = np.stack([x[mask].sum(axis=0) for x, mask in parts], axis=1)[inv]  # one gather
-    for j, name in enumerate(names):
-        out[name][idx] = table[:, j]
+    if weights:
+        parts += ((w * times[:, 2], sh.part == BLOCK), (w * times[:, 2], head))
     tensors = [float((sh.weight * sh.terms.param_tensors)[sh.part == k].sum()) for k in (EMBED, BLOCK, HEAD)]
-    values = (*sh.params, sh.expert_params, *tensors)
-    for name, value in zip(_PER_SHARD, values, strict=True):
-        out[name][idx] = value
+    shard_values = np.array([*sh.params, sh.expert_params, *tensors])
+    table = np.stack([x[mask].sum(axis=0) for x, mask in parts], axis=1)
+    return np.hstack([table, np.broadcast_to(shard_values, (len(table), len(shard_values)))]), inv
 
 
 class _Ctx:
@@ -255,8 +250,8 @@ def _memory(c: _Ctx, plans: Plans, k: pipeline.Kinds, params, optimizer: str) ->
     """Bytes on the GPU that needs the most (see costs.llm.memory)."""
     per_gpu, blk = params
     rc = plans.recompute
-    layer = llm_memory.layer_activations(c.m, c.b, c.elem, c.t, plans.sp, rc, c.cp)
-    work = np.where(rc == FULL, llm_memory.working_layer(c.m, c.b, c.elem, c.t, plans.sp, c.cp), 0.0)
+    layer, whole_layer = llm_memory.activations(c.m, c.b, c.elem, c.t, plans.sp, rc, c.cp)
+    work = np.where(rc == FULL, whole_layer, 0.0)
     work = work + np.where(plans.zero >= 3, 2.0 * blk * c.elem, 0.0)  # a gathered block + prefetch
     emb_act = c.hidden / c.sp_div
     logits = llm_memory.logits_bytes(c.m, c.b, c.t, c.cp)
@@ -323,18 +318,29 @@ def evaluate(
     eff = efficiency if efficiency is not None else Efficiency.ideal(devices, links)
     opt = options if options is not None else Options()
     n = len(plans)
-    x = {k: np.zeros(n) for k in _PARTS + _KERNELS + _PER_SHARD + (_WEIGHTS if plans.schedule.any() else ())}
+    weights = bool(plans.schedule.any())
+    names = _PARTS + _KERNELS + (_WEIGHTS if weights else ()) + _PER_SHARD
     model = costs.net.meta["model"]
     ep = plans.ep if model.get("moe") else np.ones_like(plans.ep)
     span_c, span_e = int(plans.cp.max(initial=1)) + 1, int(ep.max(initial=1)) + 1
     keys, inv = _unique((plans.tp * span_e + ep) * span_c + plans.cp)  # each (tp, ep, cp) once, O(n)
     counts = np.bincount(inv, minlength=len(keys))
     order, ends = np.argsort(inv, kind="stable"), np.cumsum(counts)
+    # each group's small table of distinct rows; every plan then reads its row (one index
+    # array, one gather per column) instead of each group scattering every column
+    tables, row, start = [], np.empty(n, dtype=np.int64), 0
     for key, lo, hi in zip(keys, ends - counts, ends, strict=True):
         tp, e, cp = int(key) // span_c // span_e, int(key) // span_c % span_e, int(key) % span_c
         whole = shard(model, tp, costs.rules, e)
         part = shard({**model, "seq_len": model["seq_len"] // cp}, tp, costs.rules, e) if cp > 1 else whole
-        _part_times(part, devices, eff, plans, order[lo:hi], x, whole if cp > 1 else None, float(cp))
+        t, rows = _part_times(
+            part, devices, eff, plans, order[lo:hi], weights, whole if cp > 1 else None, float(cp)
+        )
+        tables.append(t)
+        row[order[lo:hi]] = start + rows
+        start += len(t)
+    columns = np.vstack(tables).T.copy() if tables else np.zeros((len(names), 0))
+    x = {name: columns[j][row] if n else np.zeros(0) for j, name in enumerate(names)}
     c = _Ctx(costs, plans, devices, links, eff)
     c.fabric = opt.fabric  # the network's tiers (costs.comm.fabric); None: one non-blocking network
     nics = opt.nics_per_node if nics_per_node is None else nics_per_node

@@ -50,10 +50,10 @@ def state_bytes(params, elem, optimizer: str, zero, dp) -> np.ndarray:
     return params * (weights + grads + states)
 
 
-def layer_activations(m: dict, b, elem, tp, sp, recompute, cp=1) -> np.ndarray:
-    """Bytes of one transformer layer's stored activations per microbatch on one GPU (see the
-    module docstring); ``m`` is the model description with ``dims`` filled in. Context
-    parallelism keeps ``s / cp`` tokens per GPU, whose scores span all ``s`` keys."""
+def activations(m: dict, b, elem, tp, sp, recompute, cp=1) -> tuple[np.ndarray, np.ndarray]:
+    """(stored under ``recompute``, stored without recomputation): bytes of one transformer
+    layer's activations per microbatch on one GPU, both from one pass over the terms (the
+    second is the layer being recomputed under full recomputation)."""
     s, h, a, kv, hd = m["seq_len"], m["d_model"], m["n_heads"], m["n_kv_heads"], m["head_dim"]
     k = m["moe"]["top_k"] + (m["moe"].get("n_shared") or 0) if m.get("moe") else 1  # experts a token uses
     ff = m["moe"].get("d_ff", m["d_ff"]) if m.get("moe") else m["d_ff"]
@@ -77,14 +77,21 @@ def layer_activations(m: dict, b, elem, tp, sp, recompute, cp=1) -> np.ndarray:
     else:
         scores = a * s * sb * (elem + drop * (1 + elem))
     kept = np.where(recompute >= SELECTIVE, 0.0, scores)
-    full = whole / whole_div + (split + kept) / t
+    base = whole / whole_div + split / t
     inputs = elem * sb * h / whole_div
-    return np.where(recompute == FULL, inputs, full)
+    return np.where(recompute == FULL, inputs, base + kept / t), base + scores / t
+
+
+def layer_activations(m: dict, b, elem, tp, sp, recompute, cp=1) -> np.ndarray:
+    """Bytes of one transformer layer's stored activations per microbatch on one GPU (see the
+    module docstring); ``m`` is the model description with ``dims`` filled in. Context
+    parallelism keeps ``s / cp`` tokens per GPU, whose scores span all ``s`` keys."""
+    return activations(m, b, elem, tp, sp, recompute, cp)[0]
 
 
 def working_layer(m: dict, b, elem, tp, sp, cp=1) -> np.ndarray:
     """Activations of the one layer being recomputed under full recomputation."""
-    return layer_activations(m, b, elem, tp, sp, NONE, cp)
+    return activations(m, b, elem, tp, sp, NONE, cp)[1]
 
 
 def logits_bytes(m: dict, b, tp, cp=1) -> np.ndarray:
