@@ -20,10 +20,16 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def runs():
-    """The runs the default profile was fitted on: the first ``runs`` rows (its meta) of the files
-    it names; rows appended to those files since (ResNet-152) join at the next refit."""
-    fitted = [r for f in measurements.shipped(measurements.FITTED) for r in measurements.load(f)]
-    return fitted[: default_profile().meta["runs"]]
+    """The runs the default profile was fitted on: the first ``runs_cnn`` rows of cnn.csv and the
+    first ``runs_transformer`` rows of llm.csv (its meta); rows appended to those files since (the
+    Ada Lovelace MLPerf rows of cnn.csv) join at the next refit."""
+    meta = default_profile().meta
+    first = {"cnn.csv": meta["runs_cnn"], "llm.csv": meta["runs_transformer"]}
+    fitted = [
+        r for f in measurements.shipped(measurements.FITTED) for r in measurements.load(f)[: first[f.name]]
+    ]
+    assert len(fitted) == meta["runs"]
+    return fitted
 
 
 def test_measurement_set_spans_what_the_issue_asks(runs):

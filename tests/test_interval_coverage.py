@@ -149,3 +149,34 @@ def test_a_generation_with_its_own_held_out_interval_widens_it():
     amp = got["interval_transformer_Ampere"]
     assert wide.interval_for("Ampere") == (min(own[0], amp[0]), max(own[1], amp[1]))
     assert wide.interval_for("Blackwell") == model.interval_for("Blackwell")  # unseen: the measured spread
+
+
+def test_held_out_intervals_are_estimated_without_the_run_s_source():
+    """`validate --held-out` grades each refitted run against the interval a fit without its
+    source would state (the other sources' 80% quantiles), not the profile's own quantiles of the
+    same residuals, which would cover 80% by construction. optimized-cnn's Pascal runs are all of
+    one source: without it no run of the generation is left, so they get the unseen spread."""
+    from costs.fit import calibration as cal
+    from planner.calibrate.profile import generation
+    from planner.metrics.model import UNSEEN_SD_LOG, Z80
+
+    runs = stack_runs.select(registry.get("optimized-cnn")).runs
+    model = CostModel.of("modern", stack="optimized-cnn").for_net(CNN)
+    gens = [generation(r.device) for r in runs]
+    logr = np.random.default_rng(0).normal(0.0, 0.2, len(runs))
+    lo, hi = coverage._nested({"cnn": model}, runs, logr, ["cnn"] * len(runs), gens, np.arange(len(runs)))
+    sources, gen = np.array([r.source for r in runs]), np.array(gens)
+
+    k80 = "tf-benchmarks-2017-gce-k80"
+    i = int(np.flatnonzero(sources == k80)[0])
+    rest = sources != k80
+    (f_lo, f_hi), (k_lo, k_hi) = cal.interval(logr[rest]), cal.interval(logr[rest & (gen == "Kepler")])
+    assert (lo[i], hi[i]) == pytest.approx((min(f_lo, k_lo), max(f_hi, k_hi)))
+    assert (lo[i], hi[i]) != pytest.approx(model.interval_for("Kepler"))
+
+    p100 = "tf-benchmarks-2017-dgx1-p100"
+    assert set(gen[sources == p100]) == {"Pascal"} and "Pascal" not in set(gen[sources != p100])
+    j = int(np.flatnonzero(sources == p100)[0])
+    f_lo, f_hi = cal.interval(logr[sources != p100])
+    wide = float(np.exp(Z80 * UNSEEN_SD_LOG["cnn"]))
+    assert (lo[j], hi[j]) == pytest.approx((min(f_lo, 1 / wide), max(f_hi, wide)))

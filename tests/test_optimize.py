@@ -371,6 +371,7 @@ def test_gpu_prefixes_and_prices():
         BadInput, match=r"--gpu 'MI25' matches only devices without a price \(MI250X, MI250\)"
     ):
         select_gpus("MI25", priced_only=True)
-    assert select_gpus("L40", priced_only=True) == ["L40S"]
+    assert select_gpus("L40", priced_only=True) == ["L40"]  # a full key, unpriced
+    assert select_gpus("L40S", priced_only=True) == ["L40S"]
     assert select_gpus("RTX", priced_only=True) == ["RTX_A6000", "RTX_4090"]  # the RTX cards with a price
     assert select_gpus("RTX") == ["RTX_2080_TI", "RTX_3090", "RTX_A6000", "RTX_4090"]

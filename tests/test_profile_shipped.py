@@ -40,10 +40,10 @@ def test_profile_is_the_fit_of_the_runs():
 @pytest.mark.parametrize(
     "batch, calibration, images_per_s",
     [
-        (256, None, 6590),
+        (256, None, 6558),
         (256, "--stack pytorch", 3461),
         (256, str(TOML), 3397),
-        (64, None, 6094),
+        (64, None, 6029),
         (64, "--stack pytorch", 2637),
         (64, str(TOML), 2689),
     ],

@@ -10,15 +10,30 @@ A run the profile was fitted on is in-sample and its residual flatters the inter
 ``held_out``, such runs are predicted instead by refits without their source (the
 leave-one-source-out folds of :mod:`planner.calibrate.fitting`) when the runs are the whole set
 the profile was fitted on; otherwise they are counted and labelled in-sample.
+
+The interval itself is estimated from held-out residuals (the profile's 80% quantiles, per family
+and per GPU generation with enough runs). Graded on the residuals that set it, it would cover
+80% by construction; so a refitted run's interval is the one a fit without its source would
+state: the quantiles of the other sources' held-out residuals (:func:`_nested`), and, when no
+other source has a run of its GPU generation, the spread of a generation the fit has not seen.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from planner.calibrate.fitting import Progress, _quiet, leave_one_source_out, predict
+from costs.fit import calibration as cal
+from planner.calibrate.fitting import (
+    COVERAGE,
+    MIN_GENERATION_RUNS,
+    Progress,
+    _quiet,
+    generation_key,
+    leave_one_source_out,
+    predict,
+)
 from planner.calibrate.predict import RunTable
 from planner.calibrate.profile import generation
 from planner.calibrate.spread import net_family
@@ -86,24 +101,69 @@ def score(
         idx = np.array(rows_)
         table = RunTable([runs[i] for i in idx], "modern")
         logr[idx] = np.log(predict(table, model.profile, fabric) / table.measured)
-        in_sample[idx] = _held_out(model, [runs[i] for i in idx], logr, idx, held_out, progress)
+        in_sample[idx], refit = _held_out(model, [runs[i] for i in idx], logr, idx, held_out, progress)
+        if refit.any():  # the intervals were estimated from these runs' held-out residuals
+            sub = idx[refit]
+            lo[sub], hi[sub] = _nested(models, [runs[i] for i in sub], logr[sub], fams, gens, sub)
     return Scored(logr, lo, hi, in_sample, list(stacks), fams, gens)
+
+
+def _nested(models: dict, runs, logr: np.ndarray, fams, gens, idx: np.ndarray) -> tuple:
+    """(lo, hi) of each of ``runs`` (rows ``idx`` of ``fams``, ``gens``; held-out residuals
+    ``logr``) as a profile fitted without the run's source would state its interval: the 80%
+    quantiles of the other sources' held-out residuals, per family and per GPU generation with
+    at least MIN_GENERATION_RUNS runs (as :mod:`planner.calibrate.fitting` writes them), and the
+    unseen-generation spread when no other source has a run of the generation."""
+    fam = np.array([fams[i] for i in idx], dtype=object)
+    gen = np.array([gens[i] for i in idx], dtype=object)
+    sources = np.array([r.source for r in runs], dtype=object)
+    lo, hi = np.full(len(runs), np.nan), np.full(len(runs), np.nan)
+    for source in dict.fromkeys(sources):
+        test = sources == source
+        for f in dict.fromkeys(fam[test]):
+            fold = _fold_model(models[f], f, logr[~test], fam[~test], gen[~test], set(gen))
+            for i in np.flatnonzero(test & (fam == f)):
+                lo[i], hi[i] = fold.interval_for(gen[i]) or (np.nan, np.nan)
+    return lo, hi
+
+
+def _fold_model(model: CostModel, family: str, logr, fam, gen, gens: set) -> CostModel:
+    """``model`` with the intervals and GPU generations of a fit on the other sources' runs
+    (``logr``, ``fam``, ``gen``): its interval keys of ``family`` and of every generation in
+    ``gens`` restated from those runs, and the GEMM scales of generations they have no run of
+    dropped (an answer on such a generation takes the unseen-generation spread)."""
+    meta = {k: v for k, v in model.profile.meta.items() if not k.startswith(f"interval_{family}")}
+    meta["interval"] = list(cal.interval(logr, COVERAGE))
+    mine = fam == family
+    if mine.any():
+        meta[f"interval_{family}"] = list(cal.interval(logr[mine], COVERAGE))
+    for g in gens:
+        rows = mine & (gen == g)
+        if rows.sum() >= MIN_GENERATION_RUNS:
+            meta[generation_key(family, g)] = list(cal.interval(logr[rows], COVERAGE))
+    seen = set(gen)  # the fit's GEMM scales are shared by both families
+    scales = {
+        k: v for k, v in model.profile.scales.items() if not k.startswith("gemm.") or k.split(".")[1] in seen
+    }
+    return replace(model, profile=replace(model.profile, meta=meta, scales=scales))
 
 
 def _held_out(
     model: CostModel, runs, logr: np.ndarray, idx: np.ndarray, held_out: bool, progress
-) -> np.ndarray:
-    """Which of ``runs`` (rows ``idx`` of ``logr``) stay in-sample; with ``held_out``, the runs
-    the profile was fitted on are re-predicted (in ``logr``) by refits without their source."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which of ``runs`` (rows ``idx`` of ``logr``) stay in-sample, and which were refitted; with
+    ``held_out``, the runs the profile was fitted on are re-predicted (in ``logr``) by refits
+    without their source."""
+    none = np.zeros(len(runs), dtype=bool)
     if model.profile.meta.get("error_kind") == "in-sample":  # its fitted runs are not stated
-        return np.ones(len(runs), dtype=bool)
+        return ~none, none
     fitted = _fitted_sources(model)
     mine = np.array([r.source in fitted for r in runs])
     if not (mine.any() and held_out and _whole_fit(model, int(mine.sum()))):
-        return mine
+        return mine, none
     sub = [r for r, m in zip(runs, mine) if m]
     logr[idx[mine]] = leave_one_source_out(RunTable(sub, "modern"), progress=progress)
-    return np.zeros(len(runs), dtype=bool)
+    return none, mine
 
 
 def _whole_fit(model: CostModel, count: int) -> bool:
