@@ -21,6 +21,11 @@ from planner.cli import main
 S = np.array
 
 
+def _rows(values: tuple) -> np.ndarray:
+    """A :class:`costs.llm.pipeline.Kinds` field as a (kinds, plans) array."""
+    return np.vstack(np.broadcast_arrays(*values))
+
+
 @pytest.mark.parametrize(
     "schedule, p, v, want",
     [
@@ -66,17 +71,16 @@ def test_deepseek_v3_like_balance_per_schedule():
     one = S([1.0])
     args = (61, S([16.0]), one, S([120.0]), one, S([0.0]), S([4.3]))
     k = {s: pipeline.kinds(S([i]), *args) for i, s in enumerate(pipeline.SCHEDULES)}
-    assert [float(x) for x in pipeline.rows(k["1f1b"].blocks)[:, 0]] == [4.0, 0.0, 5.0]
-    assert [float(x) for x in pipeline.rows(k["dualpipe"].blocks)[:2, 0]] == [2.0, 4.5]
+    assert [float(x) for x in _rows(k["1f1b"].blocks)[:, 0]] == [4.0, 0.0, 5.0]
+    assert [float(x) for x in _rows(k["dualpipe"].blocks)[:2, 0]] == [2.0, 4.5]
     assert (
-        float(pipeline.rows(k["dualpipe"].head)[0, 0]) == 0.5
-        and float(pipeline.rows(k["dualpipe"].param_blocks)[1, 0]) == 9.0
+        float(_rows(k["dualpipe"].head)[0, 0]) == 0.5
+        and float(_rows(k["dualpipe"].param_blocks)[1, 0]) == 9.0
     )  # 2 copies
-    assert [float(x) for x in pipeline.rows(k["dualpipev"].blocks)[:2, 0]] == [0.0, 5.0]
-    assert float(pipeline.rows(k["dualpipev"].param_blocks)[1, 0]) == 5.0  # one copy
+    assert [float(x) for x in _rows(k["dualpipev"].blocks)[:2, 0]] == [0.0, 5.0]
+    assert float(_rows(k["dualpipev"].param_blocks)[1, 0]) == 5.0  # one copy
     assert (
-        float(pipeline.rows(k["dualpipe"].flight)[1, 0]) == 17.0
-        and float(pipeline.rows(k["dualpipev"].flight)[1, 0]) == 16.5
+        float(_rows(k["dualpipe"].flight)[1, 0]) == 17.0 and float(_rows(k["dualpipev"].flight)[1, 0]) == 16.5
     )  # PP + 1
 
 
@@ -249,3 +253,16 @@ def catalog_model(net: str) -> dict:
     from planner import catalog
 
     return catalog.net_spec(net)["model"]
+
+
+def test_optimize_target_keeps_to_the_schedules_the_engine_runs(capsys):
+    """--target narrows --pp-schedule to what the engine runs (Megatron-Core: 1F1B, refused in one
+    line otherwise) and, unasked, searches every schedule it has (torchtitan: ZB1P, DualPipeV)."""
+    base = ["optimize", "llama3-70b", "--budget", "64gpus", "--gpu", "H100_SXM", "--format", "json"]
+    assert main([*base, "--target", "megatron", "--pp-schedule", "zb1p"]) == 2
+    err = capsys.readouterr().err
+    assert "--pp-schedule zb1p: --target megatron runs none of it (it takes: 1f1b)" in err
+    assert len(err.strip().splitlines()) == 1
+    assert main([*base, "--target", "torchtitan", "--stack", "fsdp", "--pp", "4,8"]) == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    assert best["pp_schedule"] in ("zb1p", "dualpipev")

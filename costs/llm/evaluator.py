@@ -330,7 +330,8 @@ def evaluate(
     # array, one gather per column) instead of each group scattering every column
     tables, row, start = [], np.empty(n, dtype=np.int64), 0
     for key, lo, hi in zip(keys, ends - counts, ends, strict=True):
-        tp, e, cp = int(key) // span_c // span_e, int(key) // span_c % span_e, int(key) % span_c
+        te, cp = divmod(int(key), span_c)
+        tp, e = divmod(te, span_e)
         whole = shard(model, tp, costs.rules, e)
         part = shard({**model, "seq_len": model["seq_len"] // cp}, tp, costs.rules, e) if cp > 1 else whole
         t, rows = _part_times(
@@ -340,7 +341,7 @@ def evaluate(
         row[order[lo:hi]] = start + rows
         start += len(t)
     columns = np.vstack(tables).T.copy() if tables else np.zeros((len(names), 0))
-    x = {name: columns[j][row] if n else np.zeros(0) for j, name in enumerate(names)}
+    x = {name: columns[j][row] for j, name in enumerate(names)}
     c = _Ctx(costs, plans, devices, links, eff)
     c.fabric = opt.fabric  # the network's tiers (costs.comm.fabric); None: one non-blocking network
     nics = opt.nics_per_node if nics_per_node is None else nics_per_node

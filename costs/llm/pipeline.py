@@ -94,13 +94,12 @@ def _paired(L: int, p, m, unit, emb, head, dual: bool) -> Kinds:
     """DualPipe (``dual``: two end GPUs, each with half the embedding and head per microbatch,
     half-block steps, two copies of the weights) or DualPipeV (GPU 0 with both, whole blocks);
     the third kind (a 1F1B middle stage) is empty."""
-    k, ends = (2.0, 2.0) if dual else (1.0, 1.0)
+    k = 2.0 if dual else 1.0  # end GPUs, each with 1 / k of the ends' work, in 1 / k-block steps
     burden = (emb + head) / k
     w = (L + (emb + head) / unit) / p
-    n_end = np.clip(np.rint((w - burden / unit) * k) / k, 0, L / ends)
-    rest = np.maximum(p - ends, 1.0)
-    n_mid = np.where(p > ends, np.ceil((L - ends * n_end) / rest * k) / k, 0.0)
-    n_end = np.where(p > ends, n_end, L / ends)
+    n_end = np.clip(np.rint((w - burden / unit) * k) / k, 0, L / k)
+    n_mid = np.where(p > k, np.ceil((L - k * n_end) / np.maximum(p - k, 1.0) * k) / k, 0.0)
+    n_end = np.where(p > k, n_end, L / k)
     flight = np.minimum(p + 1.0, m) if dual else np.minimum(p + 0.5, m)
     return Kinds(
         blocks=(n_end, n_mid, 0.0),
@@ -109,7 +108,7 @@ def _paired(L: int, p, m, unit, emb, head, dual: bool) -> Kinds:
         param_blocks=(k * n_end, k * n_mid, 0.0),
         param_emb=(1.0, 0.0, 0.0),
         param_head=(1.0, 0.0, 0.0),
-        flight=(flight, np.where(p > ends, flight, 0.0), 0.0),
+        flight=(flight, np.where(p > k, flight, 0.0), 0.0),
         logits=(1.0, 0.0, 0.0),
     )
 
@@ -131,11 +130,6 @@ def kinds(schedule, L: int, p, v, m, unit, emb, head) -> Kinds:
             )
         )
     return out
-
-
-def rows(values: tuple) -> np.ndarray:
-    """A :class:`Kinds` field as a (kinds, plans) array (tests and inspection)."""
-    return np.vstack(np.broadcast_arrays(*values))
 
 
 def bubble(schedule, p, v, per_mb, b, w) -> np.ndarray:

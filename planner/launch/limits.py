@@ -49,7 +49,7 @@ def restrict_axes(net: str, targets_text: str, given: dict[str, str | None]) -> 
     if not catalog.net_spec(net).get("model"):
         return out
     for t in _engines(targets):
-        for axis, allowed in t.axes.items():
+        for axis, allowed in t.takes().items():
             out[axis] = _narrow(axis, out[axis], allowed, t.name) if axis in out else ",".join(allowed)
         out = t.couple(out)
     return out

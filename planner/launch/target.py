@@ -39,10 +39,13 @@ class Target:
     name: str = ""
     validator: str = ""  # the tool's own code that checks the files (tests run it)
     scheduler: bool = False  # wraps an engine's node command instead of training itself
-    # search-axis choices the engine takes (option text of `planner optimize`); absent: any
+    # search-axis choices the engine takes (option text of `planner optimize`); absent: any,
+    # but for the pipeline schedule (costs.llm.pipeline.SCHEDULES), 1F1B alone (:meth:`takes`)
     axes: dict[str, tuple[str, ...]] = {}
-    # pipeline schedules the engine runs (costs.llm.pipeline.SCHEDULES)
-    schedules: tuple[str, ...] = ("1f1b",)
+
+    def takes(self) -> dict[str, tuple[str, ...]]:
+        """The search-axis choices the engine takes: :attr:`axes`, 1F1B unless it names schedules."""
+        return {"pp_schedule": ("1f1b",), **self.axes}
 
     def refusal(self, plan: LaunchPlan) -> str | None:
         """Why this target cannot run ``plan`` (one sentence citing the tool's rule), or None."""
@@ -64,8 +67,9 @@ class Target:
     def check(self, plan: LaunchPlan) -> None:
         """Raise :class:`Refused` when this target cannot run ``plan``."""
         why = self.refusal(plan)
-        if not why and plan.pp_schedule not in self.schedules and not self.scheduler:
-            why = f"it runs no {plan.pp_schedule} pipeline schedule (it runs: {', '.join(self.schedules)})"
+        schedules = self.takes()["pp_schedule"]
+        if not why and plan.pp_schedule not in schedules and not self.scheduler:
+            why = f"it runs no {plan.pp_schedule} pipeline schedule (it runs: {', '.join(schedules)})"
         if why:
             raise Refused(f"--target {self.name} cannot run this plan: {why}")
 

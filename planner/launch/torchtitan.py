@@ -149,10 +149,13 @@ class Torchtitan(Target):
     validator = (
         "torchtitan's ConfigManager (tyro) of 0.2.2 (the TOML) and 0.3.0 (the options), and ParallelDims"
     )
-    axes = {"zero": ("0", "2", "3"), "recompute": ("none", "full")}
-    # torch.distributed.pipelining's InterleavedZeroBubble (ZB1P) and DualPipeV, by name in
-    # pipeline_parallel_schedule (torch/distributed/pipelining/schedules.py, get_schedule_class)
-    schedules = ("1f1b", "zb1p", "dualpipev")
+    # pp_schedule: torch.distributed.pipelining's InterleavedZeroBubble (ZB1P) and DualPipeV, by
+    # name in pipeline_parallel_schedule (torch/distributed/pipelining/schedules.py, get_schedule_class)
+    axes = {
+        "zero": ("0", "2", "3"),
+        "recompute": ("none", "full"),
+        "pp_schedule": ("1f1b", "zb1p", "dualpipev"),
+    }
 
     def refusal(self, plan: LaunchPlan) -> str | None:
         if not plan.transformer:

@@ -133,7 +133,7 @@ def _accumulation_plan(ch: Chosen) -> dict[str, np.ndarray]:
     (transformers) the steps are G / (dp x microbatch)."""
     g = ch.space.global_batch
     if _microbatched(ch.space):
-        return {"accumulation": np.maximum(g // (_replicas(ch) * ch.value("microbatch")), 1)}
+        return {"accumulation": llm_axes.microbatches(ch)}
     a = ch.value("accumulation")
     cols = {"accumulation": a}
     if g is not None:

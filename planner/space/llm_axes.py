@@ -204,6 +204,16 @@ def dp(ch: Chosen) -> np.ndarray:
     return np.where(g % group == 0, g // group, 0)
 
 
+def microbatches(ch: Chosen) -> np.ndarray:
+    """Microbatches per step: under a fixed global batch a transformer's follow from it,
+    G / (dp x microbatch) (Megatron-LM's --global-batch-size and --micro-batch-size); otherwise
+    the accumulation chosen."""
+    g = ch.space.global_batch
+    if ch.space.llm is not None and g is not None:
+        return np.maximum(g // (np.maximum(dp(ch), 1) * ch.value("microbatch")), 1)
+    return ch.value("accumulation")
+
+
 def tp_valid(ch: Chosen) -> np.ndarray:
     """A tensor-parallel group fills part of one node: tp divides the GPUs per node."""
     per_node = ch.value("per_node")

@@ -15,7 +15,7 @@ import numpy as np
 from costs.llm import pipeline
 from planner.errors import BadInput
 from planner.space.declare import Axis, Chosen, Field
-from planner.space.llm_axes import dp
+from planner.space.llm_axes import microbatches
 
 if TYPE_CHECKING:
     from planner.request.optimize import Problem
@@ -39,15 +39,6 @@ def codes(ch: Chosen) -> np.ndarray:
     """Each plan's schedule as :data:`costs.llm.pipeline.SCHEDULES` index."""
     table = np.array([pipeline.SCHEDULES.index(x) for x in ch.space.choices("pp_schedule")])
     return table[ch.index("pp_schedule")]
-
-
-def microbatches(ch: Chosen) -> np.ndarray:
-    """Microbatches per step: global batch / (dp x microbatch) for transformers under a fixed
-    global batch (as planner.space.axes derives them), else the accumulation chosen."""
-    g = ch.space.global_batch
-    if ch.space.llm is not None and g is not None:
-        return np.maximum(g // (np.maximum(dp(ch), 1) * ch.value("microbatch")), 1)
-    return ch.value("accumulation")
 
 
 def schedule_valid(ch: Chosen) -> np.ndarray:
