@@ -79,13 +79,7 @@ def check_row(path: Path, plan, tmp_path: Path) -> measurements.Run:
         measurements.load(path)
     rows = list(csv.DictReader(path.open()))
     assert len(rows) == 1 and rows[0]["device"] == "cpu" and float(rows[0]["value"]) > 0
-    rows[0]["device"] = plan.device
-    relabelled = tmp_path / "as_gpu.csv"
-    with relabelled.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    (run,) = measurements.load(relabelled)
+    (run,) = _load_as(rows, plan.device, tmp_path)
     assert (run.net, run.precision, run.metric) == (plan.net, plan.precision, "iteration_ms")
     assert (run.batch_per_gpu, run.accumulation, run.zero, run.gpus) == (
         plan.microbatch,
@@ -94,6 +88,16 @@ def check_row(path: Path, plan, tmp_path: Path) -> measurements.Run:
         1,
     )
     return run
+
+
+def _load_as(rows: list[dict], device: str, tmp_path) -> list:
+    """The logged rows read by calibrate's loader as measured on ``device`` (it refuses the CPU)."""
+    path = tmp_path / "as_gpu.csv"
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows([{**r, "device": device} for r in rows])
+    return measurements.load(path)
 
 
 @pytest.mark.slow
@@ -340,13 +344,7 @@ def test_accelerate_tp_plan_trains_one_step_under_accelerate_launch(tmp_path):
     rows = list(csv.DictReader((out / "steps.csv").open()))
     assert len(rows) == 1 and rows[0]["framework"].endswith("transformers accelerate")
     assert float(rows[0]["value"]) > 0 and rows[0]["device"] == "cpu"
-    rows[0]["device"] = "H100_SXM"  # the loader refuses the CPU (check_row)
-    relabelled = tmp_path / "as_gpu.csv"
-    with relabelled.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    (run,) = measurements.load(relabelled)
+    (run,) = _load_as(rows, "H100_SXM", tmp_path)  # the loader refuses the CPU (check_row)
     assert (run.net, run.precision, run.gpus, run.gpus_per_node) == ("llama3-8b", "bf16", 4, 4)
     assert (run.tp, run.pp, run.cp, run.zero, run.batch_per_gpu, run.accumulation) == (2, 1, 1, 3, 1, 2)
     assert run.seq_len == 16 and run.recompute == "none"

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_image_size import _run  # noqa: E402  (this folder is on sys.path)
 
 from planner import catalog
 from planner.cli import main
@@ -45,13 +46,6 @@ def _ffcv_epochs(epochs=88, lo=160, hi=192, start=65, end=76) -> dict[int, int]:
             res = 32 * round((lo + (hi - lo) * (e - start) / (end - start)) / 32)
         out[res] = out.get(res, 0) + 1
     return out
-
-
-def _run(capsys, args: list[str]):
-    code = main(args)
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    return json.loads(out.out)
 
 
 def _estimate(capsys, size: str, *extra: str) -> dict:
