@@ -17,6 +17,7 @@ PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 # they are bf16 (the FP8 casts feed the GEMMs only).
 ELEMENT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
 FP8 = PRECISIONS.index("fp8")
+FP16 = PRECISIONS.index("fp16")
 BF16 = PRECISIONS.index("bf16")
 # the same, indexed like PRECISIONS (plans carry a precision index)
 ELEMENT_SIZE = np.array([ELEMENT_BYTES[p] for p in PRECISIONS], dtype=float)

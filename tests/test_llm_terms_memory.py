@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 
 import pytest
-from llm_toy import evaluate, model
+from llm_toy import BF16, FP32, evaluate, model
 
+from costs.hardware import PRECISIONS
 from costs.llm import memory as llm_memory
 from costs.llm import shard as llm_shard
 from costs.modern.evaluator import Options
@@ -253,3 +254,57 @@ def test_the_last_stage_holds_the_head_its_logits_and_a_tied_copy(tied, rc):
     if rc == FULL:
         want += _korthikanti_layer(m, 1, 1, False, NONE)
     assert act == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("dp", [1, 2, 8])
+def test_fp32_gradient_buffers_follow_megatrons_table(dp):
+    """Megatron-LM's bytes per parameter (README.md at d086a2e3b020ff78db9d29915f7cfe886e085f13,
+    "Distributed Optimizer"; d the data-parallel size): bf16 parameters with fp32 gradients 18,
+    6 + 12/d with the distributed optimizer (ZeRO 1); fp16 parameters and gradients 20,
+    4 + 16/d; fp32 16, 8 + 8/d. An engine with fp32 gradient buffers (Options.fp32_grads) holds
+    exactly these; one without holds 16-bit gradients (2 + 2 + 12)."""
+    m = model()
+    P = _toy_params(m)
+    fp16 = PRECISIONS.index("fp16")
+    table = {BF16: (18, 6 + 12 / dp), fp16: (20, 4 + 16 / dp), FP32: (16, 8 + 8 / dp)}
+    for precision, (plain, distributed) in table.items():
+        cols = dict(batch=1, workers=dp, gpus_per_node=8, precision=precision, zero=[0, 1])
+        _, fp32 = evaluate(m, Options("adam", 0.0, fp32_grads=True), **cols)
+        _, sgd = evaluate(m, Options("sgd", 0.0, fp32_grads=True), **cols)
+        states = fp32.memory - sgd.memory  # Adam's 8 bytes of moments, sharded by ZeRO 1
+        activations = sgd.memory[0] - (plain - 8) * P
+        assert fp32.memory[0] == pytest.approx(plain * P + activations, rel=1e-12)
+        assert fp32.memory[1] == pytest.approx(distributed * P + activations, rel=1e-12)
+        assert states[0] == pytest.approx(8 * P, rel=1e-12)
+        _, param = evaluate(m, Options("adam", 0.0), **cols)
+        # without fp32 buffers: bf16 keeps 2-byte gradients (2 less), fp16 no fp32 copy (4 less)
+        less = {BF16: 2, fp16: 4, FP32: 0}[precision]
+        assert fp32.memory[0] - param.memory[0] == pytest.approx(less * P, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+@pytest.mark.parametrize("t,sp", [(1, False), (2, True)])
+def test_fp8_keeps_one_byte_inputs_of_the_linear_layers(name, t, sp):
+    """Under FP8, Transformer Engine's linear layers keep the FP8 cast of their input for the
+    weight-gradient GEMM (transformer_engine/pytorch/module/linear.py and layernorm_mlp.py at
+    0004dbd0231cb02d7b47d45344900a494fa13f46: ``saved_inputmat = inputmat`` when wgrad runs in
+    FP8; ``ln_out`` and the activation output ``gelu_out`` are FP8 casts): the QKV input, the
+    k MLP inputs and the k down-projection inputs (d_ff each) take 1 byte instead of 2, and the
+    output projection keeps a 1-byte copy of the attention output beside the attention
+    kernel's 16-bit one. Norm inputs, Q, K, V, the fc1 outputs and the latents stay 16-bit."""
+    m = llm_shard.dims(SHAPES[name])
+    s, h, a, hd = m["seq_len"], m["d_model"], m["n_heads"], m["head_dim"]
+    moe, mla = m.get("moe") or {}, m.get("mla") or {}
+    k, ff, vd = (
+        moe.get("top_k", 1) + moe.get("n_shared", 0),
+        moe.get("d_ff", m["d_ff"]),
+        mla.get("v_head_dim", hd),
+    )
+    sb = s * 3
+    bf16 = float(llm_memory.layer_activations(m, 3, 2.0, t, sp, NONE))
+    fp8 = float(llm_memory.layer_activations(m, 3, 2.0, t, sp, NONE, fp8=True))
+    saved = sb * (h + k * h) / (t if sp else 1) + sb * (k * ff - a * vd) / t
+    assert bf16 - fp8 == pytest.approx(saved, rel=1e-12)
+    # full recomputation keeps the 16-bit layer input either way
+    full = [float(llm_memory.layer_activations(m, 3, 2.0, t, sp, FULL, fp8=f)) for f in (False, True)]
+    assert full[0] == full[1]

@@ -97,6 +97,18 @@ def test_malformed_stack_files_are_one_line_errors(tmp_path):
         registry.parse({**good, "runs": {"framework": "("}}, "x", "x.toml")
     with pytest.raises(CatalogError, match="ZeRO stages"):
         registry.parse({**good, "plans": {"zero": [4]}}, "x", "x.toml")
+    with pytest.raises(CatalogError, match=r"gradients 'fp8' \(valid: param, fp32\)"):
+        registry.parse({"stack": {**good["stack"], "gradients": "fp8"}}, "x", "x.toml")
+    assert registry.parse(good, "x", "x.toml").gradients == "param"
+
+
+def test_the_megatron_stack_keeps_fp32_gradients_and_the_others_their_parameters():
+    """Megatron-LM's distributed optimizer table ("bf16 param, fp32 grads"); torchtitan's FSDP2,
+    plain PyTorch AMP (fp32 parameters and gradients, so 16 bytes either way) and the CNN stacks
+    count gradients at the parameters' precision."""
+    assert {name: registry.get(name).gradients for name in SHIPPED} == {
+        name: "fp32" if name == "megatron" else "param" for name in SHIPPED
+    }
 
 
 def test_choice_parsing():

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from costs.comm import collectives, fabric, overlap
-from costs.hardware import ELEMENT_SIZE, FP8, DeviceTable, LinkTable
+from costs.hardware import ELEMENT_SIZE, FP8, FP16, DeviceTable, LinkTable
 from costs.llm import context, experts, pipeline
 from costs.llm import memory as llm_memory
 from costs.llm.memory import FULL, SELECTIVE
@@ -246,16 +246,17 @@ def _params(c: _Ctx, x: dict, k: pipeline.Kinds) -> tuple[np.ndarray, np.ndarray
     return [n * blk + e * x["p_emb"] + h * (x["p_head"] + (1.0 - e) * word) for n, e, h in held], blk
 
 
-def _memory(c: _Ctx, plans: Plans, k: pipeline.Kinds, params, optimizer: str) -> np.ndarray:
+def _memory(c: _Ctx, plans: Plans, k: pipeline.Kinds, params, opt: Options) -> np.ndarray:
     """Bytes on the GPU that needs the most (see costs.llm.memory)."""
     per_gpu, blk = params
     rc = plans.recompute
-    layer, whole_layer = llm_memory.activations(c.m, c.b, c.elem, c.t, plans.sp, rc, c.cp)
+    layer, whole_layer = llm_memory.activations(c.m, c.b, c.elem, c.t, plans.sp, rc, c.cp, c.fp8)
     work = np.where(rc == FULL, whole_layer, 0.0)
     work = work + np.where(plans.zero >= 3, 2.0 * blk * c.elem, 0.0)  # a gathered block + prefetch
     emb_act = c.hidden / c.sp_div
     logits = llm_memory.logits_bytes(c.m, c.b, c.t, c.cp)
-    per_param = llm_memory.state_bytes(1.0, c.elem, optimizer, plans.zero, c.dpc)
+    fp16 = plans.precision == FP16
+    per_param = llm_memory.state_bytes(1.0, c.elem, opt.optimizer, plans.zero, c.dpc, opt.fp32_grads, fp16)
     held = zip(per_gpu, k.flight, k.blocks, k.param_emb, k.logits, strict=True)
     need = [q * per_param + f * (n * layer + e * emb_act) + g * logits for q, f, n, e, g in held]
     return np.maximum.reduce(np.broadcast_arrays(*need)) + work
@@ -390,7 +391,7 @@ def evaluate(
         pp_comm,
         ep_comm,
         cp_comm,
-        _memory(c, plans, stage["kinds"], params, opt.optimizer),
+        _memory(c, plans, stage["kinds"], params, opt),
         model_flops,
         hw_flops,
         stage["blocks"],

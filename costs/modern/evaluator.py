@@ -48,6 +48,9 @@ class Options:
     bucket_bytes: float = 25e6  # DDP bucket_cap_mb = 25 (Li et al. 2020); <= 0: no overlap
     nics_per_node: float | None = None  # None: one NIC per GPU (networks.toml's convention)
     fabric: Fabric | None = None  # the network's tiers (costs.comm.fabric); None: one non-blocking network
+    # the engine accumulates gradients in fp32 buffers under mixed precision (Megatron-Core's
+    # DDP; costs.llm.memory): a transformer's memory, not its traffic (GRAD_BYTES already fp32)
+    fp32_grads: bool = False
 
 
 @dataclass(frozen=True)

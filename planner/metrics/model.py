@@ -132,7 +132,11 @@ class CostModel:
         fab = fabrics.get(self.fabric).fabric
         return {
             "efficiency": eff,
-            "options": Options(optimizer=self.optimizer, fabric=None if fab.flat else fab),
+            "options": Options(
+                optimizer=self.optimizer,
+                fabric=None if fab.flat else fab,
+                fp32_grads=self.stack_info is not None and self.stack_info.gradients == "fp32",
+            ),
         }
 
     def for_net(self, meta: dict, hosts=None, image_scale: float | None = None) -> CostModel:

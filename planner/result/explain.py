@@ -96,14 +96,16 @@ def baseline(scorer: Scorer, cols, i) -> dict:
 
 
 def _states(scorer: Scorer) -> str:
-    """Transformers: the model states against the memory of the most GPUs allowed (the bytes
-    per parameter are the same in mixed precision and fp32: 2 + 2 + 4 master or 4 + 4, plus the
+    """Transformers: the model states against the memory of the most GPUs allowed (bf16 mixed
+    precision: 2 + 2 + 4 master, or 2 + 4 + 4 where the stack keeps fp32 gradients, plus the
     optimizer's states; costs.llm.memory)."""
     if scorer.space.llm is None:
         return ""
     from costs.llm.memory import state_bytes
 
-    per = float(state_bytes(1.0, 2.0, scorer.optimizer, np.array(0), 1))
+    info = scorer.model.stack_info if scorer.model is not None else None
+    fp32_grads = info is not None and info.gradients == "fp32"
+    per = float(state_bytes(1.0, 2.0, scorer.optimizer, np.array(0), 1, fp32_grads))
     params = scorer.costs.total_params
     gpus = int(max(scorer.space.choices("gpus")))
     mem = float(scorer.devices.memory_bytes.max())

@@ -25,7 +25,12 @@ FAMILIES = ("cnn", "transformer")
 # The stack an answer uses when none is asked for, per net family (README "Stacks" says why).
 DEFAULT = {"transformer": "megatron", "cnn": "optimized-cnn"}
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,39}$")
-_STACK_KEYS = {"description", "framework", "versions", "kernels", "data_parallel", "families", "profile"}
+_STACK_KEYS = {
+    "description", "framework", "versions", "kernels", "data_parallel", "families", "profile", "gradients",
+}  # fmt: skip
+# the dtype an engine accumulates gradients in under mixed precision: the parameters' (16-bit)
+# or fp32 buffers (Megatron-Core's DDP); costs.llm.memory counts the bytes
+GRADIENTS = ("param", "fp32")
 _RUN_KEYS = {"files", "framework", "sources", "family"}
 PLAN_BOOLS = ("tp", "pp", "sp", "ep", "interleave", "tp_overlap", "ep_overlap", "cp", "hybrid")
 _PLAN_KEYS = {*PLAN_BOOLS, "zero", "zero_with_pp", "schedules", "source"}
@@ -43,6 +48,7 @@ class Stack:
     data_parallel: str
     families: tuple[str, ...]
     profile: str  # a shipped profile name (configs/profiles/<profile>.toml) or a file path
+    gradients: str = "param"  # GRADIENTS
     files: tuple[str, ...] = ()
     framework_rule: str | None = None
     sources: tuple[str, ...] = ()
@@ -109,6 +115,8 @@ def parse(data: dict, name: str, path: str, user: bool = False) -> Stack:
     missing = sorted(k for k in ("description", "families", "profile") if k not in s)
     if missing:
         raise CatalogError(f"{path}: [stack] needs {', '.join(missing)}")
+    if s.get("gradients", "param") not in GRADIENTS:
+        raise CatalogError(f"{path}: [stack] gradients '{s['gradients']}' (valid: {', '.join(GRADIENTS)})")
     families = _strings(s["families"], f"{path}: [stack] families")
     if not set(families) <= set(FAMILIES):
         raise CatalogError(f"{path}: [stack] families {list(families)} (valid: {', '.join(FAMILIES)})")
@@ -129,6 +137,7 @@ def parse(data: dict, name: str, path: str, user: bool = False) -> Stack:
         data_parallel=str(s.get("data_parallel", "")),
         families=families,
         profile=str(s["profile"]),
+        gradients=str(s.get("gradients", "param")),
         files=_strings(runs.get("files", []), f"{path}: [runs] files"),
         framework_rule=rule,
         sources=_strings(runs.get("sources", []), f"{path}: [runs] sources"),
