@@ -97,6 +97,21 @@ def per_plan(loader: str, hosts, device, gpus_per_node) -> tuple[np.ndarray, np.
     return np.where(on_cpu[device], cpu, rate[device]), decode[device]
 
 
+def per_device(loader: str, key: str, cores_per_gpu: float | None = None) -> tuple[float, float]:
+    """(samples/s one GPU's loader sustains, GPU seconds per sample decoding on its SMs) of
+    device ``key`` under ``loader`` (cpu | dali | none) with ``cores_per_gpu`` host cores feeding
+    each GPU (None: the assumed host's); a measured run's loader as its source states it."""
+    mode = device_mode(loader, key)
+    if mode == "cpu":
+        cores = catalog.host_cores_per_gpu() if cores_per_gpu is None else cores_per_gpu
+        return _cpu_per_core() * cores, 0.0
+    if mode == "dali-hw":
+        return catalog.loader_rates()["gpu_dali"]["samples_per_s_per_gpu"], 0.0
+    if mode == "dali-sm":
+        return np.inf, 1.0 / _sm_rate(key)
+    return np.inf, 0.0
+
+
 def _vendor_decoders(key: str | None) -> str:
     """An AMD GPU's own JPEG cores, where the catalog cites them: there, not used (DALI is CUDA-only)."""
     decoders = _device_info(key)[1] if key else None

@@ -58,7 +58,7 @@ class ModernBreakdown(Breakdown):
     """:class:`~costs.model.Breakdown` plus what the modern model adds (seconds)."""
 
     sync_total: np.ndarray  # the whole gradient AllReduce, before overlap
-    overhead: np.ndarray  # host-bound launch stall + framework time per step
+    overhead: np.ndarray  # host-bound launch stall + framework time + straggler wait + SM decoding per step
     input_stall: np.ndarray  # time waiting for the data loader
     # keyword-only, so subclasses (costs.llm's breakdown) keep their positional fields; None
     # where an evaluator does not model them
@@ -248,13 +248,14 @@ def evaluate(
     interference = overlap.overlap_slowdown(sync_total, sync, eff.overlap_slowdown)
     forward, act_comm = out["forward"] * acc, out["act_comm"] * acc
     backward = out["backward"] * acc + interference
-    gpu = forward + backward + update
-    if decode_s is not None:
-        gpu = gpu + plans.batch * acc * decode_s
+    # decoding input on the SMs (DALI without a hardware JPEG decoder) is GPU time of the step,
+    # reported in the overhead as the straggler wait is
+    decode = np.zeros(len(plans)) if decode_s is None else plans.batch * acc * decode_s
+    gpu = forward + backward + update + decode
     host = (out["kernels"] * acc + upd_kernels) * eff.host_per_kernel_s
     overhead = np.maximum(host - gpu, 0.0) + eff.iteration_s * acc
     straggler = overlap.straggler_wait(gpu + overhead, plans.workers, eff.straggler_cv)
-    overhead = overhead + straggler
+    overhead = overhead + straggler + decode
 
     per_node = np.minimum(plans.gpus_per_node, plans.workers)
     samples = plans.batch * plans.workers * plans.accumulation

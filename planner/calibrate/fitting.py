@@ -167,16 +167,22 @@ def _fold(source: str) -> np.ndarray:
 
 
 def leave_one_source_out(
-    table: RunTable, workers: int | None = None, progress: Progress = _quiet, prior: Profile = EMPTY
+    table: RunTable,
+    workers: int | None = None,
+    progress: Progress = _quiet,
+    prior: Profile = EMPTY,
+    only: list[str] | None = None,
 ) -> np.ndarray:
     """(N,) log(pred / meas), each source predicted by a profile fitted on the others. The
     parameters a fit varies depend on its runs, so each fold builds its own (``_fit``). The
     folds are independent: they run in ``workers`` forked processes (default: one per CPU;
     each fold is the same computation as in one process). ``progress`` hears of each fold
     as it ends (fold ``i`` of ``len(folds)``, counted after the full fit). Each fold refines
-    ``prior`` as the full fit does."""
+    ``prior`` as the full fit does. ``only``: refit just these sources' folds (the other runs
+    stay NaN)."""
     labels = np.array(table.sources, dtype=object)
     folds = [g for g in dict.fromkeys(labels.tolist()) if not (labels == g).all()]
+    folds = [g for g in folds if only is None or g in only]
     total = len(folds) + 1
     out = np.full(len(table), np.nan)
     n = min(len(folds), workers or os.cpu_count() or 1)

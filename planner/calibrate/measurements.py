@@ -11,7 +11,11 @@ per GPU, Megatron's interleaved schedule; default 1, more only with ``pp`` > 1),
 ``pp_schedule`` (the pipeline schedule: ``1f1b``, ``zb1p``, ``dualpipe``, ``dualpipev``; default 1f1b),
 ``zero`` (ZeRO stage 0-3 of the data-parallel group, 3 = FSDP full sharding; default 0), ``sp``
 (``yes``: sequence parallelism with TP), ``recompute`` (activation recomputation: ``none``,
-``selective``, ``full``; empty when not stated), ``flops_counting`` (see
+``selective``, ``full``; empty when not stated), ``data_loader`` (the run's input pipeline as
+its source states it: ``cpu``, JPEG decoding on the host's cores; ``dali``, decoding on the GPU;
+``none``, data already decoded; empty: ``none``, no input bound, as before the column) with
+``cpu_cores_per_gpu`` (host cores decoding for one GPU in the run; empty: the assumed host's;
+planner.loaders), ``flops_counting`` (see
 :mod:`planner.calibrate.flops`), ``url``, ``date``, ``notes`` and anything else (kept, not read).
 
 ``metric`` is ``samples_per_s`` (all GPUs together; a transformer's sample is one sequence),
@@ -36,7 +40,7 @@ from costs.comm import schemes as comm
 from costs.hardware import PRECISIONS
 from costs.llm.context import CP_COMM
 from costs.llm.pipeline import SCHEDULES
-from planner import catalog
+from planner import catalog, hosts
 from planner.calibrate import flops
 from planner.errors import BadInput, PlannerError
 from planner.paths import user_file
@@ -96,6 +100,8 @@ class Run:
     cp_comm: str = "p2p"  # its key/value exchange (costs.llm.context.CP_COMM)
     pp_schedule: str = "1f1b"  # the pipeline schedule (costs.llm.pipeline.SCHEDULES)
     ep_overlap: bool = False  # expert all-to-alls overlapped with compute (EP_OVERLAP_FRAMEWORKS)
+    data_loader: str = "none"  # the input pipeline (planner.loaders): cpu | dali | none
+    cpu_cores_per_gpu: float | None = None  # host cores decoding for one GPU (None: assumed host's)
     flops_per_sample: float | None = None  # model FLOPs per sequence as the source counts them
 
     @property
@@ -211,6 +217,23 @@ def _zero(row: _Row) -> int:
     return stage
 
 
+LOADERS = ("cpu", "dali", "none")  # planner.loaders; "" reads as none (no input bound)
+
+
+def _loader(row: _Row) -> tuple[str, float | None]:
+    """The run's data loader and the host cores feeding each GPU's (cpu, or dali on a GPU it
+    cannot serve); cores without a loader that reads them are refused."""
+    loader = row.choice("data_loader", ("", *LOADERS), "data loader", allow_empty=True) or "none"
+    if not row.text("cpu_cores_per_gpu", allow_empty=True):
+        return loader, None
+    if loader == "none":
+        raise row.fail("cpu_cores_per_gpu", "host cores need data_loader cpu or dali (valid: empty)")
+    cores = row.positive("cpu_cores_per_gpu")
+    if cores > hosts.MAX_CORES_PER_GPU:  # the bound of --cpu-cores-per-gpu
+        raise row.fail("cpu_cores_per_gpu", f"{cores:g} is above {hosts.MAX_CORES_PER_GPU:g}")
+    return loader, cores
+
+
 def _flops(row: _Row, net: str, metric: str, seq_len: int | None) -> float | None:
     """Model FLOPs per sequence for a ``tflops_per_gpu`` run (None for the other metrics)."""
     if metric in TOKEN_METRICS and seq_len is None:
@@ -289,6 +312,7 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         or "1f1b",
         ep_overlap=bool(EP_OVERLAP_FRAMEWORKS.match(row.text("framework", allow_empty=True))),
         flops_per_sample=_flops(row, net, metric, seq_len),
+        **dict(zip(("data_loader", "cpu_cores_per_gpu"), _loader(row), strict=True)),
     )
 
 

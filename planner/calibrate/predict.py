@@ -46,6 +46,7 @@ class _NetGroup:
     costs: object
     plans: Plans
     transformer: bool  # trains with Adam (GPT, BERT, Llama); the CNNs with SGD and momentum
+    loader: dict  # evaluator arguments of the runs' data loaders (loader_rate, decode_s); {} if none
 
 
 class RunTable:
@@ -66,7 +67,8 @@ class RunTable:
             rows = np.array([i for i, r in enumerate(self.runs) if (r.net, r.seq_len or 0) == (net, seq)])
             costs = catalog.net_costs(net, rules, algorithm, seq or None)  # 0: the spec's own
             plans_ = self._plans(costs, [self.runs[i] for i in rows])
-            groups.append(_NetGroup(rows, costs, plans_, "model" in costs.net.meta))
+            loader = _loader_kwargs([self.runs[i] for i in rows])
+            groups.append(_NetGroup(rows, costs, plans_, "model" in costs.net.meta, loader))
         self.groups = tuple(groups)
         self._memo: dict[int, tuple] = {}  # per group: (what its prediction depends on, prediction)
 
@@ -118,9 +120,9 @@ class RunTable:
         numerical Jacobian perturbs one parameter at a time, and most touch a few nets."""
         out = np.empty(len(self.runs))
         for g in self.groups:
-            opts = options
+            opts = {**options, **g.loader}
             if g.transformer and transformer_options is not None:
-                opts = {**options, "options": transformer_options}
+                opts = {**opts, "options": transformer_options}
             key = (evaluate, _relevant(g.plans, opts))
             hit = self._memo.get(id(g))
             if hit is None or hit[0] != key:
@@ -128,6 +130,23 @@ class RunTable:
                 self._memo[id(g)] = hit
             out[g.rows] = hit[1]
         return out
+
+
+def _loader_kwargs(runs: list[Run]) -> dict:
+    """The evaluator arguments of the runs' data loaders as their sources state them
+    (planner.loaders): samples/s per node (a GPU's rate x the GPUs of a node the run uses) and
+    GPU seconds per sample decoding on the SMs; {} when no run has an input bound."""
+    from planner import loaders
+
+    got = [loaders.per_device(r.data_loader, r.device, r.cpu_cores_per_gpu) for r in runs]
+    rate = np.array([g[0] for g in got]) * np.array([min(r.gpus_per_node, r.gpus) for r in runs])
+    decode = np.array([g[1] for g in got])
+    out = {}
+    if np.isfinite(rate).any():
+        out["loader_rate"] = rate
+    if (decode > 0).any():
+        out["decode_s"] = decode
+    return out
 
 
 def _relevant(plans: Plans, options: dict) -> tuple:
