@@ -112,11 +112,6 @@ def layer_activations(m: dict, b, elem, tp, sp, recompute, cp=1, fp8=False) -> n
     return activations(m, b, elem, tp, sp, recompute, cp, fp8)[0]
 
 
-def working_layer(m: dict, b, elem, tp, sp, cp=1, fp8=False) -> np.ndarray:
-    """Activations of the one layer being recomputed under full recomputation."""
-    return activations(m, b, elem, tp, sp, NONE, cp, fp8)[1]
-
-
 def logits_bytes(m: dict, b, tp, cp=1) -> np.ndarray:
     """fp32 logits the loss keeps on the last stage (vocabulary-parallel: vocab / t each; the
     ``s / cp`` tokens of a context-parallel GPU)."""
