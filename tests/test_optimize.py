@@ -30,10 +30,9 @@ ZOO = sorted(
 
 
 def test_llama3_70b_cannot_train_on_8_h100s_in_one_line():
-    """Issue: 70.6 B parameters x 18 bytes (Adam, bf16 with the megatron stack's fp32 gradients:
-    Megatron-LM's "bf16 param, fp32 grads: 18") = 1.27 TB > 8 x 80 GB."""
+    """Issue: 70.6 B parameters x 16 bytes (Adam, mixed precision) = 1.13 TB > 8 x 80 GB."""
     with pytest.raises(
-        InfeasibleError, match=r"^no plan fits: 70.6 B parameters x 18 bytes .* = 1.27 TB against 8 x 80 GiB"
+        InfeasibleError, match=r"^no plan fits: 70.6 B parameters x 16 bytes .* = 1.13 TB against 8 x 80 GiB"
     ):
         optimize(OptimizeRequest("llama3-70b", budget=("8gpus",), gpu="H100_SXM", seed=0))
 
