@@ -32,6 +32,7 @@ import numpy as np
 
 from costs.comm import collectives, overlap
 from costs.comm.fabric import Fabric
+from costs.comm.ranks import MEGATRON
 from costs.hardware import BF16, ELEMENT_SIZE, FP8, PRECISIONS, TENSOR_FP16_RATIO, DeviceTable, LinkTable
 from costs.modern import roofline
 from costs.modern.efficiency import Efficiency
@@ -48,6 +49,7 @@ class Options:
     bucket_bytes: float = 25e6  # DDP bucket_cap_mb = 25 (Li et al. 2020); <= 0: no overlap
     nics_per_node: float | None = None  # None: one NIC per GPU (networks.toml's convention)
     fabric: Fabric | None = None  # the network's tiers (costs.comm.fabric); None: one non-blocking network
+    rank_order: str = MEGATRON  # the parallel groups' rank order (costs.comm.ranks.ORDERS)
 
 
 @dataclass(frozen=True)
