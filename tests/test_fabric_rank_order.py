@@ -259,3 +259,44 @@ def test_a_measurement_row_with_a_bad_rank_order_is_refused(tmp_path):
         measurements.load(path)
     path.write_text(head + "\nx,llama3-8b,H100_SXM,bf16,16,8,ib_ndr,1,ring,samples_per_s,10,2,2,\n")
     assert measurements.load(path)[0].rank_order == MEGATRON
+
+
+def _launch_plan(**kw):
+    from planner import catalog
+    from planner.launch.plan import LaunchPlan
+
+    fields = dict(net="llama3-70b", device="H100_SXM", network="ib_ndr", gpus=512, gpus_per_node=8)
+    fields |= dict(precision="bf16", scheme="ring", microbatch=1, accumulation=8, tp=8, pp=4, sp=True, zero=1)
+    fields |= dict(seq_len=8192, model=catalog.net_spec("llama3-70b")["model"], **kw)
+    fields["global_batch"] = (
+        fields["accumulation"] * fields["gpus"] // (fields["tp"] * fields["pp"] * fields.get("cp", 1))
+    )
+    return LaunchPlan(**fields)
+
+
+def test_megatron_launches_llama3s_order_and_other_engines_refuse_its_pipelines():
+    """Megatron-LM's --use-tp-pp-dp-mapping switches Megatron-Core's order to tp-cp-ep-pp-dp
+    (megatron/training/initialize.py); planner writes no other engine's rank order, so a pipeline
+    in it is refused there, and without a pipeline both orders are one."""
+    from planner.launch.registry import TARGETS
+    from planner.launch.target import LaunchOptions, Refused
+
+    meta, plain = _launch_plan(rank_order=PP_INSIDE_DP), _launch_plan()
+    megatron = TARGETS["megatron"]
+    megatron.check(meta)
+    assert "--use-tp-pp-dp-mapping" in megatron.files(meta, LaunchOptions())["megatron_args.txt"]
+    assert "--use-tp-pp-dp-mapping" not in megatron.files(plain, LaunchOptions())["megatron_args.txt"]
+    refused = 0
+    for name, target in TARGETS.items():
+        if target.scheduler or name == "megatron" or target.refusal(plain) or target.refusal(meta):
+            continue
+        with pytest.raises(Refused, match=f"planner writes its pipelines in rank order {MEGATRON} only"):
+            target.check(meta)
+        target.check(replace(meta, pp=1, accumulation=1, global_batch=64))
+        refused += 1
+    assert refused >= 2
+    # parallel_state.py asserts equal attention and expert data-parallel sizes outside pp-last orders
+    cp = _launch_plan(rank_order=PP_INSIDE_DP, cp=2)
+    with pytest.raises(Refused, match="pp-last rank ordering"):
+        megatron.check(cp)
+    megatron.check(replace(cp, rank_order=MEGATRON))
