@@ -238,6 +238,10 @@ def test_sweep_spec_takes_a_rank_order(tmp_path):
             "--rank-order 'meta' (valid: tp-cp-ep-dp-pp, tp-cp-ep-pp-dp)",
         ),
         (
+            ["validate", "configs/measurements/scale.csv", "--rank-order", "dp-pp"],
+            "--rank-order 'dp-pp' (valid: tp-cp-ep-dp-pp, tp-cp-ep-pp-dp)",
+        ),
+        (
             ["estimate", "alexnet", "--rules", "paleo-2018", "--rank-order", "tp-cp-ep-pp-dp"],
             "--rank-order applies to the modern rule set, not paleo-2018 (valid: tp-cp-ep-dp-pp)",
         ),

@@ -81,6 +81,11 @@ def test_llama3_405b_layouts_on_metas_own_fabric(capsys, tmp_path):
     flat = _errors(capsys, tmp_path / "flat")
     meta = _errors(capsys, tmp_path / "meta", "--fabric", "meta-llama3-roce")
     assert len(meta) == 3 and meta == flat
+    # --rank-order overrides the rows': in Megatron-Core's order the pipeline crosses pods
+    forced = _errors(capsys, tmp_path / "forced", "--fabric", "meta-llama3-roce", "--rank-order", MEGATRON)
+    published = [430.0, 400.0, 380.0]
+    got = [p * (1.0 + forced[row] / 100.0) for p, row in zip(published, sorted(forced), strict=True)]
+    assert got == pytest.approx(_tflops(MEGATRON, "meta-llama3-roce"), abs=0.1)
     code = main(["validate", str(SCALE), "--fabric", "meta-llama3-roce", "--held-out"])
     assert code == 2 and "refits are on one non-blocking network" in capsys.readouterr().err
 
