@@ -14,13 +14,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from costs.comm.fabric import Fabric, Tier
-from costs.comm.ranks import MEGATRON, ORDERS
+from costs.comm.ranks import MEGATRON, ORDERS, PP_INSIDE_DP
 from costs.errors import SpecError
 from planner import catalog
 from planner.errors import BadInput, CatalogError
 
 DEFAULT = "nonblocking"
 DEFAULT_ORDER = MEGATRON  # --rank-order: Megatron-Core's default, the pipeline outermost
+_ORDER_TEXT = {
+    MEGATRON: "pipeline outermost, Megatron-Core's default",
+    PP_INSIDE_DP: "pipeline inside data parallelism, Llama 3's",
+}
 _KEYS = {"name": str, "tiers": list, "hop_latency_us": float, "in_network_reduction": bool}
 _TEXT = ("source", "url", "date_read")
 
@@ -114,12 +118,8 @@ def rank_order(name: str | None) -> str:
 
 def describe_order(order: str | None) -> str:
     """One line for an answer: the rank order it assumes."""
-    where = (
-        "pipeline outermost, Megatron-Core's default"
-        if (order or MEGATRON) == MEGATRON
-        else ("pipeline inside data parallelism, Llama 3's")
-    )
-    return f"Rank order: {order or MEGATRON} ({where})."
+    order = order or MEGATRON
+    return f"Rank order: {order} ({_ORDER_TEXT[order]})."
 
 
 def describe(name: str | None) -> str:

@@ -98,7 +98,7 @@ RankOrder = Annotated[
     typer.Option(
         help="Rank order of the parallel groups, spelled as Megatron-Core's `order`: tp-cp-ep-dp-pp (default: "
         "the pipeline outermost) or tp-cp-ep-pp-dp (Llama 3's; Megatron-LM's --use-tp-pp-dp-mapping: each "
-        "pipeline on consecutive nodes, data parallelism outermost). It sets which switch domains a "
+        "pipeline on consecutive GPUs, data parallelism outermost). It sets which switch domains a "
         "pipeline's sends and the gradient reductions cross on a --fabric; on the nonblocking fabric it "
         "changes nothing once TP x CP fill a node (below that it picks which of the two shares a node).",
         metavar="ORDER",
