@@ -3,7 +3,9 @@ nodes an answer assumes, checked against the plans it is asked for.
 
 A fabric row becomes a :class:`costs.comm.fabric.Fabric` (SI units); ``nonblocking``, the default,
 is the one flat network every estimate assumed before fabrics were modelled, and it leaves every
-number as it was (the evaluator skips the fabric terms for it).
+number as it was (the evaluator skips the fabric terms for it). ``--rank-order`` names how the
+plan's parallel groups lie over the GPUs (:mod:`costs.comm.ranks`), which decides the domains
+and nodes they cross; Megatron-Core's default leaves every number as it was.
 """
 
 from __future__ import annotations
@@ -12,11 +14,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from costs.comm.fabric import Fabric, Tier
+from costs.comm.ranks import MEGATRON, ORDERS, PP_INSIDE_DP
 from costs.errors import SpecError
 from planner import catalog
 from planner.errors import BadInput, CatalogError
 
 DEFAULT = "nonblocking"
+DEFAULT_ORDER = MEGATRON  # --rank-order: Megatron-Core's default, the pipeline outermost
+_ORDER_TEXT = {
+    MEGATRON: "pipeline outermost, Megatron-Core's default",
+    PP_INSIDE_DP: "pipeline inside data parallelism, Llama 3's",
+}
 _KEYS = {"name": str, "tiers": list, "hop_latency_us": float, "in_network_reduction": bool}
 _TEXT = ("source", "url", "date_read")
 
@@ -99,6 +107,21 @@ def check_size(name: str | None, gpus: int | None, what: str) -> None:
         )
 
 
+def rank_order(name: str | None) -> str:
+    """The rank order called ``name`` (None: Megatron-Core's default); a one-line BadInput
+    naming the valid ones."""
+    key = MEGATRON if name is None else str(name)
+    if key not in ORDERS:
+        raise BadInput(f"--rank-order '{key}' (valid: {', '.join(ORDERS)})")
+    return key
+
+
+def describe_order(order: str | None) -> str:
+    """One line for an answer: the rank order it assumes."""
+    order = order or MEGATRON
+    return f"Rank order: {order} ({_ORDER_TEXT[order]})."
+
+
 def describe(name: str | None) -> str:
     """One line for an answer: the fabric it assumes."""
     info = get(name)
@@ -111,10 +134,17 @@ def describe(name: str | None) -> str:
 
 def answer_lines(records: list[dict]) -> list[str]:
     """The fabric line of an estimate's answer: its named fabric, or the default where a row
-    crosses nodes (none for answers inside one node under the default)."""
+    crosses nodes (none for answers inside one node under the default), and its rank order
+    when not Megatron-Core's default."""
     name = records[0].get("fabric") if records else None
+    order = records[0].get("rank_order") if records else None  # recorded when not the default
     crosses = any(r.get("workers", 1) > r.get("gpus_per_node", 1) for r in records)
-    return [describe(name)] if name or crosses else []
+    return network_lines(name, order) if name or crosses else []
+
+
+def network_lines(name: str | None, order: str | None) -> list[str]:
+    """The fabric's line and, when one is named (not Megatron-Core's default), the rank order's."""
+    return [describe(name)] + ([describe_order(order)] if order else [])
 
 
 def listing() -> tuple[list[dict], list[tuple[str, str]]]:

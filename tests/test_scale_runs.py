@@ -6,9 +6,16 @@ names no stack and under the megatron stack's profile."""
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 
-from planner import catalog
+import pytest
+
+from costs.comm.ranks import MEGATRON, PP_INSIDE_DP
+from planner import catalog, fabrics
 from planner.calibrate import measurements
+from planner.calibrate.commands import load_profile
+from planner.calibrate.fitting import predict
+from planner.calibrate.predict import RunTable
 from planner.cli import main
 
 SCALE = catalog.configs_dir() / "measurements" / "scale.csv"
@@ -55,17 +62,47 @@ def test_llama3_405b_layouts_under_the_megatron_profile(capsys, tmp_path):
     assert all(abs(e) <= 15.0 for e in errors), errors
 
 
+def _tflops(order: str, fabric: str) -> list[float]:
+    """Llama 3 405B's rows predicted in rank ``order`` on ``fabric``: TFLOP/s per GPU, as
+    `planner validate` predicts them (the shipped default profile, no stack)."""
+    runs = [replace(r, rank_order=order) for r in measurements.load(SCALE) if r.source == LLAMA3]
+    fab = fabrics.get(fabric).fabric
+    pred = predict(RunTable(runs, "modern"), load_profile(None), None if fab.flat else fab)
+    return [r.value * p / r.samples_per_s for r, p in zip(runs, pred, strict=True)]
+
+
 def test_llama3_405b_layouts_on_metas_own_fabric(capsys, tmp_path):
     """The same rows on the cluster they ran on (`planner validate --fabric meta-llama3-roce`:
-    pods of 3,072 GPUs at full bisection, 1:7 above). planner places ranks in Megatron's order,
-    pipeline outermost: 16 stages over 8,192 GPUs put 6 in a pod (a send keeps 6/7 of the NIC),
-    over 16,384 only 3 (3/7); the data-parallel rings stay inside a pod. So the 8,192-GPU layout
-    loses under 1% and the 16,384-GPU ones a few per cent; none gains."""
+    pods of 3,072 GPUs at full bisection, 1:7 above), in the rank order they ran in, [TP, CP, PP,
+    DP] (§3.3.2; the rows' rank_order tp-cp-ep-pp-dp): a pipeline fills t c p = 128 (2,048 with
+    CP 16) consecutive GPUs, inside a pod, and a data-parallel ring has 24 ranks a pod (64 x 3,072
+    / 8,192; 128 x 3,072 / 16,384), more than 7: nothing is slowed, so the fabric changes no row."""
+    assert {r.rank_order for r in measurements.load(SCALE) if r.source == LLAMA3} == {PP_INSIDE_DP}
     flat = _errors(capsys, tmp_path / "flat")
     meta = _errors(capsys, tmp_path / "meta", "--fabric", "meta-llama3-roce")
-    drop = {row: 1.0 - (100.0 + meta[row]) / (100.0 + flat[row]) for row in flat}
-    rows = sorted(drop)
-    assert 0.0 < drop[rows[0]] < 0.01
-    assert all(0.01 < drop[r] < 0.05 for r in rows[1:]), drop
+    assert len(meta) == 3 and meta == flat
+    # --rank-order overrides the rows': in Megatron-Core's order the pipeline crosses pods
+    forced = _errors(capsys, tmp_path / "forced", "--fabric", "meta-llama3-roce", "--rank-order", MEGATRON)
+    published = [430.0, 400.0, 380.0]
+    got = [p * (1.0 + forced[row] / 100.0) for p, row in zip(published, sorted(forced), strict=True)]
+    assert got == pytest.approx(_tflops(MEGATRON, "meta-llama3-roce"), abs=0.1)
     code = main(["validate", str(SCALE), "--fabric", "meta-llama3-roce", "--held-out"])
     assert code == 2 and "refits are on one non-blocking network" in capsys.readouterr().err
+
+
+def test_llama3_405b_layouts_in_either_rank_order():
+    """Published 430, 400 and 380 TFLOP/s per GPU (arXiv:2407.21783, Table 4). In Llama 3's order
+    Meta's fabric slows nothing (above); in Megatron-Core's default the pipeline is outermost, so
+    its 16 stages span the whole job: 16 x 3,072 / 8,192 = 6 stages a pod (a send keeps 6/7 of
+    the NIC), over 16,384 GPUs 3 (3/7). The 8,192-GPU layout then loses under 1%, the 16,384-GPU
+    ones a few per cent. The orders tie on the non-blocking fabric: TP 8 fills each node, so the
+    same traffic leaves it either way."""
+    flat = _tflops(MEGATRON, "nonblocking")
+    assert _tflops(PP_INSIDE_DP, "nonblocking") == pytest.approx(flat, rel=1e-12)
+    meta = _tflops(PP_INSIDE_DP, "meta-llama3-roce")
+    megatron = _tflops(MEGATRON, "meta-llama3-roce")
+    assert meta == pytest.approx(flat, rel=1e-12)
+    assert meta == pytest.approx([410.5, 386.7, 329.4], abs=0.05)
+    assert megatron == pytest.approx([408.6, 373.0, 324.6], abs=0.05)
+    drop = [1.0 - b / a for a, b in zip(meta, megatron, strict=True)]
+    assert 0.0 < drop[0] < 0.01 and all(0.01 < d < 0.05 for d in drop[1:]), drop

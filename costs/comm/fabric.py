@@ -8,14 +8,19 @@ non-blocking network, every GPU reaching every other at its NIC's rate: planner'
 what every function here returns unchanged.
 
 Placement. A communication group's ``n`` members are spread evenly over a block of ``span``
-consecutive GPUs (Megatron-Core's rank order, ``initialize_model_parallel(order="tp-cp-ep-dp-pp")``
-in megatron/core/parallel_state.py: a data-parallel group spans ``t c d`` GPUs, an expert group
-``t ep``, a pipeline all ``t c d p``; Llama 3 orders them [TP, CP, PP, DP] instead, arXiv:2407.21783
-§3.3.2, which planner does not model), the job fills whole domains
+consecutive GPUs, which the plan's rank order sets (:mod:`costs.comm.ranks`). In Megatron-Core's
+default, ``initialize_model_parallel(order="tp-cp-ep-dp-pp")`` in megatron/core/parallel_state.py,
+a data-parallel group spans ``t c d`` GPUs, an expert group ``t ep``, a pipeline all ``t c d p``;
+in Llama 3's [TP, CP, PP, DP] (arXiv:2407.21783 §3.3.2; Megatron-Core's ``"tp-cp-ep-pp-dp"``) a
+pipeline spans ``t c p`` and a data-parallel group all ``t c p d``. The job fills whole domains
 from the first, and every group of the same kind communicates at once (all data-parallel rings of
 a step; all pipeline sends of a 1F1B slot). A domain of ``D`` GPUs then holds ``m = n D / span``
 members of each group crossing it, and a GPU's NIC share is ``b`` (the link's bandwidth times the
-node's NICs over its GPUs).
+node's NICs over its GPUs). In Llama 3's order a data-parallel group with context parallelism is
+``c`` ranks together, then one block every ``t c p`` GPUs: ``m`` is exact for domains holding
+whole pipelines (``D >= t c p``) and undercounts it below; no catalog fabric oversubscribes a
+domain that small (their racks and scalable units are at full bisection). A group whose span fits
+in a domain but straddles two (a span that does not divide ``D``) is taken as inside it.
 
   ring (and a pipeline's chain of sends): a ring enters and leaves each domain it crosses once,
       so each of the ``D / max(m, 1)`` rings with members in a domain sends one NIC stream over

@@ -35,8 +35,8 @@ Per plan: ``t`` = tp, ``p`` = pp, ``v`` = interleave, ``c`` = cp, ``m`` microbat
               all-reduce volume, Rajbhandari et al. 2020, arXiv:1910.02054, §7), in buckets
               (:func:`costs.comm.overlap.exposed`): the reductions behind a backward pass, the
               gathers ahead of a forward (ZeRO 1, 2: the next step's first, as Megatron-Core's
-              --overlap-param-gather runs them) or of both passes (ZeRO 3); DP ranks fill a
-              node after TP (Megatron's rank order), so a node holds ``per_node / t`` of them
+              --overlap-param-gather runs them) or of both passes (ZeRO 3); which GPUs DP
+              and pipeline ranks share follows the rank order (:mod:`costs.comm.ranks`)
   optimizer   the step over the GPU's parameters, 1/d of them under ZeRO >= 1
   host        as :mod:`costs.modern.evaluator`: max(GPU time, kernels x dispatch time) + framework time
               per microbatch
@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from costs.comm import collectives, fabric, overlap
+from costs.comm import collectives, fabric, overlap, ranks
 from costs.hardware import ELEMENT_SIZE, FP8, FP16, DeviceTable, LinkTable
 from costs.llm import context, experts, pipeline
 from costs.llm import memory as llm_memory
@@ -217,7 +217,8 @@ def _pipeline(c: _Ctx, x: dict, u: dict, workers) -> dict:
         return np.choose(which, np.broadcast_arrays(*rows))
 
     blocks, e, h = pick(k.blocks), pick(k.emb), pick(k.head)
-    bw, lat = _link(c, workers > c.per_node, c.p, workers)  # a chain of p stages over all GPUs
+    span = ranks.pipeline_span(c.order, c.t, c.cp, c.p, workers)  # a chain of p stages over these GPUs
+    bw, lat = _link(c, span > c.per_node, c.p, span)
     # a microbatch's activation forward and its gradient back per (virtual) stage; DualPipe
     # hides them behind the paired chunk, DualPipeV sends at each of its two chunks
     sends = np.select([c.schedule == pipeline.DUALPIPE, c.schedule == pipeline.DUALPIPEV], [0.0, 2.0], c.v)
@@ -265,9 +266,9 @@ def _memory(c: _Ctx, plans: Plans, k: pipeline.Kinds, params, opt: Options) -> n
 def _sync(c: _Ctx, plans: Plans, params, stage: dict, bucket_bytes: float, nics):
     """(exposed, total) data-parallel communication per step."""
     p = np.maximum.reduce(np.broadcast_arrays(*params[0]))
-    g = np.clip(np.floor(c.per_node / c.t), 1.0, c.dpc)
-
-    net = (c.net_bw, c.net_lat, nics, c.fabric, c.t * c.dpc, plans.zero == 0)  # span; SHARP: all-reduce
+    g = ranks.data_per_node(c.order, c.t, c.cp, c.p, c.dpc, c.per_node)
+    span = ranks.data_span(c.order, c.t, c.cp, c.p, c.dpc)
+    net = (c.net_bw, c.net_lat, nics, c.fabric, span, plans.zero == 0)  # SHARP: all-reduce
     a, b = collectives.affine(plans.scheme, c.dpc, g, c.intra_bw, c.intra_lat, *net)
     grads, gather = a + b * (GRAD_BYTES * p), (a + b * (c.elem * p)) / 2.0
     z = plans.zero
@@ -345,6 +346,7 @@ def evaluate(
     x = {name: columns[j][row] for j, name in enumerate(names)}
     c = _Ctx(costs, plans, devices, links, eff)
     c.fabric = opt.fabric  # the network's tiers (costs.comm.fabric); None: one non-blocking network
+    c.order = opt.rank_order  # which GPUs each group occupies (costs.comm.ranks)
     nics = opt.nics_per_node if nics_per_node is None else nics_per_node
     u = _microbatch(c, x, plans.recompute, nics)
     stage = _pipeline(c, x, u, plans.workers)

@@ -32,6 +32,7 @@ import numpy as np
 
 from costs.comm import collectives, overlap
 from costs.comm.fabric import Fabric
+from costs.comm.ranks import MEGATRON
 from costs.hardware import BF16, ELEMENT_SIZE, FP8, PRECISIONS, TENSOR_FP16_RATIO, DeviceTable, LinkTable
 from costs.modern import roofline
 from costs.modern.efficiency import Efficiency
@@ -51,6 +52,7 @@ class Options:
     # the engine accumulates gradients in fp32 buffers under mixed precision (Megatron-Core's
     # DDP; costs.llm.memory): a transformer's memory, not its traffic (GRAD_BYTES already fp32)
     fp32_grads: bool = False
+    rank_order: str = MEGATRON  # the parallel groups' rank order (costs.comm.ranks.ORDERS)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ are testable without a terminal. Nothing is written unless the whole run succeed
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -264,12 +264,31 @@ def _fabric(name: str | None, held_out: bool):
     return fab
 
 
+def _title(name: str, runs: int, fabric: str | None, order: str | None) -> str:
+    """The validation's title: its profile, runs, and the fabric and rank order where named."""
+    title = f"Predicted vs measured: modern rules, {name}, {runs} runs"
+    return title + (f", on fabric {fabric}" if fabric else "") + (f", rank order {order}" if order else "")
+
+
+def _ordered(runs: list, order: str | None) -> list:
+    """The runs in rank order ``order`` (None: each in its row's own, costs.comm.ranks)."""
+    return list(runs) if order is None else [replace(r, rank_order=order) for r in runs]
+
+
 def _coverage(
-    files: list[str], runs, calibration: str | None, stack: str | None, held_out: bool, progress, fab=None
+    files: list[str],
+    runs,
+    calibration: str | None,
+    stack: str | None,
+    held_out: bool,
+    progress,
+    fab=None,
+    order=None,
 ) -> tuple[list[str], list[dict]]:
     """The interval coverage lines of a validation (:mod:`planner.calibrate.coverage`): with a
     stack, on its runs validated here; without, on the runs of the files given or else on every
-    shipped stack's runs, each predicted as an answer without --stack would; and its rows."""
+    shipped stack's runs, each predicted as an answer without --stack would (in rank ``order``
+    where given); and its rows."""
     from planner.calibrate import coverage
 
     kw = {"progress": progress} if progress else {}
@@ -279,6 +298,7 @@ def _coverage(
         what = f"answers with --stack {stack}" + (f" and --calibration {calibration}" if calibration else "")
     else:
         got, labels = coverage.attribute(files) if files else coverage.shipped_runs()
+        got = _ordered(got, order)
         scored = coverage.score(got, labels, None, calibration, held_out, **kw)
         what = (
             f"answers with --calibration {calibration}"
@@ -302,15 +322,21 @@ def run_validate(
     held_out: bool = False,
     progress=None,
     fabric: str | None = None,
+    rank_order: str | None = None,
 ) -> ValidateOutput:
     """Error of a profile (default: the shipped one; with ``stack``, the stack's) on measured
     runs (default: the shipped ones; with ``stack``, the stack's runs of them), and the coverage
     of the 80% interval an answer would print (``held_out``: refit the runs a profile was fitted
     on without their source; ``progress`` hears of each refit); ``fabric``: the runs' network
-    between nodes (configs/fabrics.toml; the profiles are fitted on one non-blocking network)."""
+    between nodes (configs/fabrics.toml; the profiles are fitted on one non-blocking network);
+    ``rank_order``: every run's (costs.comm.ranks; None: each row's own)."""
+    from planner.fabrics import rank_order as checked
+
     given = list(files)
     fab = _fabric(fabric, held_out)
+    order = None if rank_order is None else checked(rank_order)
     runs, skipped, prof, name, files = _validate_inputs(files, calibration, stack)
+    runs = _ordered(runs, order)
     table = RunTable(runs, "modern")
     pred = predict(table, prof, fab)
     if not np.all(np.isfinite(pred)):
@@ -318,9 +344,7 @@ def run_validate(
     fitted_on = {Path(x).name for x in prof.meta.get("fitted_on", [])}
     used = files or [str(p) for p in measurements.shipped()]
     overlap = sorted(fitted_on & {Path(x).name for x in used})
-    title = f"Predicted vs measured: modern rules, {name}, {len(runs)} runs"
-    title += f", on fabric {fabric}" if fab is not None else ""
-    data = report.error_data(runs, pred, title)
+    data = report.error_data(runs, pred, _title(name, len(runs), fabric if fab is not None else None, order))
     note = ""
     if overlap:
         held = prof.meta.get("error_kind") == "leave-one-source-out"
@@ -331,7 +355,7 @@ def run_validate(
         )
     if skipped:
         note = f"Note: {skipped}." + (f"\n{note}" if note else "")
-    cover_lines, cover_rows = _coverage(given, runs, calibration, stack, held_out, progress, fab)
+    cover_lines, cover_rows = _coverage(given, runs, calibration, stack, held_out, progress, fab, order)
     cover = "\n".join(cover_lines) + "\n"
     text = report.render_text(data) + (f"\n{note}\n" if note else "") + "\n" + cover
     files_out = {

@@ -9,6 +9,8 @@ per GPU, Megatron's interleaved schedule; default 1, more only with ``pp`` > 1),
 ``cp`` (context-parallel size: the sequence split over ``cp`` GPUs; default 1) and
 ``cp_comm`` (its key/value exchange: ``p2p``, ``all_gather`` or ``a2a``; default p2p),
 ``pp_schedule`` (the pipeline schedule: ``1f1b``, ``zb1p``, ``dualpipe``, ``dualpipev``; default 1f1b),
+``rank_order`` (how the parallel groups lie over the GPUs, :mod:`costs.comm.ranks`:
+``tp-cp-ep-dp-pp``, Megatron-Core's default, or ``tp-cp-ep-pp-dp``; default tp-cp-ep-dp-pp),
 ``zero`` (ZeRO stage 0-3 of the data-parallel group, 3 = FSDP full sharding; default 0), ``sp``
 (``yes``: sequence parallelism with TP), ``recompute`` (activation recomputation: ``none``,
 ``selective``, ``full``; empty when not stated), ``data_loader`` (the run's input pipeline as
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from costs.comm import schemes as comm
+from costs.comm.ranks import MEGATRON, ORDERS
 from costs.hardware import PRECISIONS
 from costs.llm.context import CP_COMM
 from costs.llm.pipeline import SCHEDULES
@@ -99,6 +102,7 @@ class Run:
     cp: int = 1  # context-parallel size
     cp_comm: str = "p2p"  # its key/value exchange (costs.llm.context.CP_COMM)
     pp_schedule: str = "1f1b"  # the pipeline schedule (costs.llm.pipeline.SCHEDULES)
+    rank_order: str = MEGATRON  # the parallel groups' rank order (costs.comm.ranks.ORDERS)
     ep_overlap: bool = False  # expert all-to-alls overlapped with compute (EP_OVERLAP_FRAMEWORKS)
     data_loader: str = "none"  # the input pipeline (planner.loaders): cpu | dali | none
     cpu_cores_per_gpu: float | None = None  # host cores decoding for one GPU (None: assumed host's)
@@ -250,6 +254,10 @@ def _flops(row: _Row, net: str, metric: str, seq_len: int | None) -> float | Non
         raise row.fail("flops_counting", str(exc)) from None
 
 
+def _rank_order(row: _Row) -> str:
+    return row.choice("rank_order", ("", *ORDERS), "rank order", allow_empty=True) or MEGATRON
+
+
 def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
     net = row.text("net")
     if net not in nets and not Path(net).suffix == ".json":
@@ -310,6 +318,7 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         cp_comm=row.choice("cp_comm", ("", *CP_COMM), "context-parallel exchange", allow_empty=True) or "p2p",
         pp_schedule=row.choice("pp_schedule", ("", *SCHEDULES), "pipeline schedule", allow_empty=True)
         or "1f1b",
+        rank_order=_rank_order(row),
         ep_overlap=bool(EP_OVERLAP_FRAMEWORKS.match(row.text("framework", allow_empty=True))),
         flops_per_sample=_flops(row, net, metric, seq_len),
         **dict(zip(("data_loader", "cpu_cores_per_gpu"), _loader(row), strict=True)),

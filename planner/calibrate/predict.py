@@ -11,16 +11,18 @@ plans of the LLM evaluator (modern rules); :func:`predictable` sets them aside u
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from costs.comm import schemes as comm
+from costs.comm.ranks import MEGATRON
 from costs.hardware import PRECISIONS
 from costs.llm.context import CP_COMM
 from costs.llm.memory import RECOMPUTE
 from costs.llm.pipeline import SCHEDULES
 from costs.model import Breakdown, Plans, plans
+from costs.modern.evaluator import Options
 from costs.rules import get_rules
 from planner import catalog
 from planner.calibrate.measurements import Run
@@ -47,6 +49,7 @@ class _NetGroup:
     plans: Plans
     transformer: bool  # trains with Adam (GPT, BERT, Llama); the CNNs with SGD and momentum
     loader: dict  # evaluator arguments of the runs' data loaders (loader_rate, decode_s); {} if none
+    order: str = MEGATRON  # the runs' rank order (costs.comm.ranks)
 
 
 class RunTable:
@@ -63,12 +66,13 @@ class RunTable:
         self.measured = np.array([r.samples_per_s for r in self.runs], dtype=float)
         self.sources = tuple(r.source for r in self.runs)
         groups = []
-        for net, seq in dict.fromkeys((r.net, r.seq_len or 0) for r in self.runs):
-            rows = np.array([i for i, r in enumerate(self.runs) if (r.net, r.seq_len or 0) == (net, seq)])
+        keys = [(r.net, r.seq_len or 0, r.rank_order) for r in self.runs]
+        for net, seq, order in dict.fromkeys(keys):
+            rows = np.array([i for i, k in enumerate(keys) if k == (net, seq, order)])
             costs = catalog.net_costs(net, rules, algorithm, seq or None)  # 0: the spec's own
             plans_ = self._plans(costs, [self.runs[i] for i in rows])
             loader = _loader_kwargs([self.runs[i] for i in rows])
-            groups.append(_NetGroup(rows, costs, plans_, "model" in costs.net.meta, loader))
+            groups.append(_NetGroup(rows, costs, plans_, "model" in costs.net.meta, loader, order))
         self.groups = tuple(groups)
         self._memo: dict[int, tuple] = {}  # per group: (what its prediction depends on, prediction)
 
@@ -123,6 +127,8 @@ class RunTable:
             opts = {**options, **g.loader}
             if g.transformer and transformer_options is not None:
                 opts = {**opts, "options": transformer_options}
+            if g.order != MEGATRON:  # a rank order other than the default: the runs' own
+                opts = {**opts, "options": replace(opts.get("options") or Options(), rank_order=g.order)}
             key = (evaluate, _relevant(g.plans, opts))
             hit = self._memo.get(id(g))
             if hit is None or hit[0] != key:

@@ -109,6 +109,14 @@ def validate(
             "nonblocking, as the profiles were fitted)."
         ),
     ] = None,
+    rank_order: Annotated[
+        str | None,
+        typer.Option(
+            help="Predict every run in this rank order (tp-cp-ep-dp-pp or tp-cp-ep-pp-dp; see `planner "
+            "estimate --help`); default: each row's rank_order column, tp-cp-ep-dp-pp where empty.",
+            metavar="ORDER",
+        ),
+    ] = None,
     held_out: Annotated[
         bool,
         typer.Option(
@@ -139,7 +147,13 @@ def validate(
     check_writable(out or results, "--out" if out else "--results", folder=True)  # before any work
     with shown(progress) if held_out else nullcontext(None) as report:
         v = run_validate(
-            list(measurements or []), calibration, stack, held_out=held_out, progress=report, fabric=fabric
+            list(measurements or []),
+            calibration,
+            stack,
+            held_out=held_out,
+            progress=report,
+            fabric=fabric,
+            rank_order=rank_order,
         )
     typer.echo(v.text, nl=False)
     target = write_atomic(Path(out) if out else run_dir(results, "measurements", "validate"), v.files)

@@ -108,6 +108,7 @@ def estimate(
     cpu_cores_per_gpu: host.CpuCoresPerGpu = None,
     nics: host.Nics = None,
     fabric: host.Fabric = None,
+    rank_order: host.RankOrder = None,
     conv_algorithm: Annotated[
         ConvAlg, typer.Option(help="Convolution cost model; best = the cheaper per layer.")
     ] = ConvAlg.gemm,
@@ -272,8 +273,7 @@ def _estimate_request(o: dict):
             grid_intensity=o["grid_intensity"],
             memory_headroom=o["memory_headroom"],
         )
-        req = replace(req, stack=o["stack"]) if o.get("stack") is not None else req
-        req = replace(req, fabric=o["fabric"]) if o.get("fabric") is not None else req
+        req = replace(req, **{k: o[k] for k in ("stack", "fabric", "rank_order") if o.get(k) is not None})
     elif o["net"] is None:
         from planner.errors import BadInput
 
@@ -304,7 +304,7 @@ def _estimate_request(o: dict):
             instance=o["instance"],
             cpu_cores_per_gpu=o["cpu_cores_per_gpu"],
             nics=o["nics"],
-            fabric=o.get("fabric") or "nonblocking",
+            **host.network_fields(o),  # --fabric, --rank-order
             tp=o["tp"],
             pp=o["pp"],
             zero=o["zero"],

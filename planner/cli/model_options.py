@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from costs.comm.ranks import MEGATRON
 from planner.cli.options import RulesOpt
 
 PppComp = Annotated[
@@ -92,6 +93,17 @@ Fabric = Annotated[
         "in-network reduction (default nonblocking: every GPU at its NIC's rate)."
     ),
 ]
+RankOrder = Annotated[
+    str | None,
+    typer.Option(
+        help="Rank order of the parallel groups, spelled as Megatron-Core's `order`: tp-cp-ep-dp-pp (default: "
+        "the pipeline outermost) or tp-cp-ep-pp-dp (Llama 3's; Megatron-LM's --use-tp-pp-dp-mapping: each "
+        "pipeline on consecutive GPUs, data parallelism outermost). It sets which switch domains a "
+        "pipeline's sends and the gradient reductions cross on a --fabric; on the nonblocking fabric it "
+        "changes nothing once TP x CP fill a node (below that it picks which of the two shares a node).",
+        metavar="ORDER",
+    ),
+]
 Nics = Annotated[
     int | None,
     typer.Option(help="NICs per node between nodes, each at --network's rate (default: each instance's)."),
@@ -99,10 +111,14 @@ Nics = Annotated[
 
 
 def network_parameters() -> list[inspect.Parameter]:
-    """`optimize` and `pareto`'s network option (--fabric), for a Typer command's signature."""
-    return [inspect.Parameter("fabric", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Fabric)]
+    """`optimize` and `pareto`'s network options (--fabric, --rank-order), for a Typer command's signature."""
+    kw = inspect.Parameter.KEYWORD_ONLY
+    return [
+        inspect.Parameter("fabric", kw, default=None, annotation=Fabric),
+        inspect.Parameter("rank_order", kw, default=None, annotation=RankOrder),
+    ]
 
 
 def network_fields(opts: dict) -> dict:
-    """The OptimizeRequest field of --fabric in ``opts`` (the default where absent)."""
-    return {"fabric": opts.get("fabric") or "nonblocking"}
+    """The OptimizeRequest fields of --fabric and --rank-order in ``opts`` (the defaults where absent)."""
+    return {"fabric": opts.get("fabric") or "nonblocking", "rank_order": opts.get("rank_order") or MEGATRON}

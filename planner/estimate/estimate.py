@@ -13,6 +13,7 @@ from dataclasses import replace
 import numpy as np
 
 from costs.comm import schemes as comm
+from costs.comm.ranks import MEGATRON
 from costs.llm.evaluator import description
 from costs.model import evaluate, plans
 from planner import catalog, resizing
@@ -76,7 +77,9 @@ def estimate(req: EstimateRequest) -> list[dict]:
     req = replace(req, optimizer=defaults.optimizer(req.optimizer, llm is not None, published))
     host = estimate_host(req, net_info)
     loader = loader_for(costs.net.meta, req.data_loader)
-    model = CostModel.of(req.rules, req.calibration, req.optimizer, loader, req.stack, req.fabric)
+    model = CostModel.of(
+        req.rules, req.calibration, req.optimizer, loader, req.stack, req.fabric, req.rank_order
+    )
     model = model.for_net(costs.net.meta, host, resizing.mean_scale(resize))
     if llm is not None or not req.model_parallel:  # a CNN with --tp: the error below says why
         check_stack(req, model)
@@ -89,6 +92,8 @@ def estimate(req: EstimateRequest) -> list[dict]:
         rec["stack"] = model.stack
         if model.fabric != "nonblocking":  # and a network other than the flat default its fabric
             rec["fabric"] = model.fabric
+        if model.rank_order != MEGATRON:  # and a rank order other than Megatron-Core's its order
+            rec["rank_order"] = model.rank_order
         rec.update(model.host_record(0, req.gpus_per_node) if model.modern else {})
         if vision:  # and a vision net the input size it is costed at (or its resizing schedule)
             rec["image_size"] = resize.schedule.text if resize else int(vision["image_size"])

@@ -9,11 +9,13 @@ megatron/core/transformer/transformer_config.py and the field of model_parallel_
 commit). ZeRO stages map onto Megatron's data-parallel options:
 1 = the distributed optimizer (optimizer state sharded), 2 = Megatron-FSDP sharding optimizer
 state and gradients (``--data-parallel-sharding-strategy optim_grads``), 3 = PyTorch FSDP2
-(``--use-torch-fsdp2``, parameters sharded too).
+(``--use-torch-fsdp2``, parameters sharded too). A plan in rank order ``tp-cp-ep-pp-dp`` gets
+``--use-tp-pp-dp-mapping`` (megatron/training/initialize.py, same commit).
 """
 
 from __future__ import annotations
 
+from costs.comm.ranks import ORDERS, PP_INSIDE_DP
 from planner.launch.plan import LaunchPlan
 from planner.launch.target import LaunchOptions, Target, args_text, shell_script, torchrun_prefix
 
@@ -67,6 +69,8 @@ def parallel_args(plan: LaunchPlan) -> list[str]:
         args += ["--expert-model-parallel-size", str(plan.ep)]
     if plan.cp > 1:
         args += ["--context-parallel-size", str(plan.cp), "--cp-comm-type", plan.cp_comm]
+    if plan.rank_order == PP_INSIDE_DP:  # initialize.py: order tp-cp-ep-pp-dp instead of tp-cp-ep-dp-pp
+        args.append("--use-tp-pp-dp-mapping")
     if plan.recompute == "selective":
         args += ["--recompute-granularity", "selective"]
     elif plan.recompute == "full":
@@ -122,6 +126,9 @@ def megatron_refusal(plan: LaunchPlan, name: str) -> str | None:
             return "ZeRO-3 is FSDP2 in Megatron-LM, and '--use-torch-fsdp2 requires --untie-embeddings-and-output-weights' (arguments.py); this net ties them"
     if plan.tp_overlap and not plan.sp:
         return "'Tensor parallel communication/GEMM overlap can happen only when sequence parallelism is enabled' (arguments.py); the plan has it off"
+    # parallel_state.py: expert data parallelism is GPUs / (tp ep pp), the layers' GPUs / (tp cp pp)
+    if plan.rank_order == PP_INSIDE_DP and plan.pp > 1 and plan.ep != plan.cp:
+        return "'When not using pp-last rank ordering, the data parallel size of the attention and moe layers must be the same' (parallel_state.py); the plan's EP differs from its CP"
     return _ep_overlap_refusal(plan)
 
 
@@ -138,6 +145,7 @@ def _ep_overlap_refusal(plan: LaunchPlan) -> str | None:
 
 class Megatron(Target):
     name = "megatron"
+    rank_orders = ORDERS  # --use-tp-pp-dp-mapping selects the second
     validator = "Megatron-Core's TransformerConfig, DistributedDataParallelConfig and microbatch calculator"
 
     def refusal(self, plan: LaunchPlan) -> str | None:

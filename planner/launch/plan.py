@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from costs.comm.ranks import MEGATRON, ORDERS
 from costs.llm.context import CP_COMM
 from costs.llm.pipeline import SCHEDULES
 from planner.errors import BadInput
@@ -59,6 +60,7 @@ class LaunchPlan:
     cp: int = 1  # context-parallel degree
     cp_comm: str = "p2p"  # costs.llm.context.CP_COMM
     pp_schedule: str = "1f1b"  # costs.llm.pipeline.SCHEDULES
+    rank_order: str = MEGATRON  # costs.comm.ranks.ORDERS: how the parallel groups lie over the GPUs
     ep_overlap: bool = False
     seq_len: int | None = None
     model: dict | None = None
@@ -230,6 +232,7 @@ def plan_from_record(rec: dict, path: str | Path) -> LaunchPlan:
         cp=cp,
         cp_comm=_choice(rec, "cp_comm", path, CP_COMM, "p2p"),
         pp_schedule=_choice(rec, "pp_schedule", path, SCHEDULES, "1f1b"),
+        rank_order=_choice(rec, "rank_order", path, ORDERS, MEGATRON),
         ep_overlap=_flag(rec, "ep_overlap", path),
         seq_len=_int(rec, "seq_len", path, default=model["seq_len"]) if model else None,
         model=model,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from costs.comm.ranks import MEGATRON
 from planner.errors import BadInput
 from planner.launch.plan import LaunchPlan
 
@@ -42,6 +43,8 @@ class Target:
     # search-axis choices the engine takes (option text of `planner optimize`); absent: any,
     # but for the pipeline schedule (costs.llm.pipeline.SCHEDULES), 1F1B alone (:meth:`takes`)
     axes: dict[str, tuple[str, ...]] = {}
+    # the rank orders (costs.comm.ranks.ORDERS) it writes; a pipeline in another is refused
+    rank_orders: tuple[str, ...] = (MEGATRON,)
 
     def takes(self) -> dict[str, tuple[str, ...]]:
         """The search-axis choices the engine takes: :attr:`axes`, 1F1B unless it names schedules."""
@@ -70,6 +73,8 @@ class Target:
         schedules = self.takes()["pp_schedule"]
         if not why and plan.pp_schedule not in schedules and not self.scheduler:
             why = f"it runs no {plan.pp_schedule} pipeline schedule (it runs: {', '.join(schedules)})"
+        if not why and plan.pp > 1 and plan.rank_order not in self.rank_orders and not self.scheduler:
+            why = f"planner writes its pipelines in rank order {', '.join(self.rank_orders)} only, not {plan.rank_order}"
         if why:
             raise Refused(f"--target {self.name} cannot run this plan: {why}")
 

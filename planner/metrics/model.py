@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from costs.comm.ranks import MEGATRON
 from costs.hardware import DeviceTable, LinkTable
 from costs.modern.evaluator import Options
 from costs.rules import get_rules
@@ -65,6 +66,7 @@ class CostModel:
     # --calibration profile): its interval then covers the spread between stacks
     stack_known: bool = True
     fabric: str = "nonblocking"  # --fabric: the network's tiers between nodes (planner.fabrics)
+    rank_order: str = MEGATRON  # --rank-order: which GPUs each parallel group occupies (costs.comm.ranks)
 
     @classmethod
     def of(
@@ -75,6 +77,7 @@ class CostModel:
         loader: str = "none",
         stack: str | None = None,
         fabric: str | None = None,
+        rank_order: str | None = None,
     ) -> CostModel:
         """Validate the names and load the profile once (one-line errors for bad ones)."""
         from planner import fabrics
@@ -90,11 +93,16 @@ class CostModel:
         fab = fabrics.get(fabric).key
         if fab != fabrics.DEFAULT and not modern:
             raise BadInput(f"--fabric applies to the modern rule set, not {rules} (valid: {fabrics.DEFAULT})")
+        order = fabrics.rank_order(rank_order)
+        if order != MEGATRON and not modern:
+            raise BadInput(f"--rank-order applies to the modern rule set, not {rules} (valid: {MEGATRON})")
         prof = profiles.EMPTY
         if modern:
             prof = profiles.load(calibration) if calibration else default_profile()
         loader = loader if modern else "none"
-        return cls(rules, calibration, optimizer, loader, profile=prof, stack=stack, fabric=fab)
+        return cls(
+            rules, calibration, optimizer, loader, profile=prof, stack=stack, fabric=fab, rank_order=order
+        )
 
     @property
     def loader_per_gpu(self) -> float:
@@ -135,6 +143,7 @@ class CostModel:
             "options": Options(
                 optimizer=self.optimizer,
                 fabric=None if fab.flat else fab,
+                rank_order=self.rank_order,
                 fp32_grads=self.stack_info is not None and self.stack_info.gradients == "fp32",
             ),
         }

@@ -149,6 +149,7 @@ def plan_file(p: dict, req: OptimizeRequest) -> dict:
         "cpu_cores_per_gpu": req.cpu_cores_per_gpu,
         "nics": req.nics,
         "fabric": req.fabric,  # the network between nodes (configs/fabrics.toml)
+        "rank_order": req.rank_order,  # which GPUs each parallel group occupies (costs.comm.ranks)
         **({"seq_len": p["seq_len"]} if "seq_len" in p else {}),
         **({"image_size": p["image_size"]} if "image_size" in p else {}),
         **({"convergence": req.convergence} if req.convergence != "auto" else {}),

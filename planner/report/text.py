@@ -178,9 +178,9 @@ def _host_line(b: dict) -> list[str]:
     """The host the plan runs on (its instance, or the assumed one) and its data loader."""
     out = [f"  host: {b['host']}"] if b.get("host") else []
     if b.get("fabric") or b.get("gpus", 1) > b.get("gpus_per_node", 1):  # the network between nodes
-        from planner.fabrics import describe
+        from planner.fabrics import network_lines
 
-        out.append(f"  {describe(b.get('fabric'))}")
+        out += [f"  {line}" for line in network_lines(b.get("fabric"), b.get("rank_order"))]
     if b.get("loader_samples_s_per_gpu") is not None:
         out.append(f"  data loader: {b['loader']}: {b['loader_samples_s_per_gpu']:,.0f} images/s per GPU")
     if b.get("image_phases"):  # a resizing schedule (planner.resizing)

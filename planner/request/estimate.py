@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costs.comm import schemes as comm
+from costs.comm.ranks import MEGATRON
 from costs.hardware import PRECISIONS
 from costs.llm.context import CP_COMM
 from costs.llm.memory import RECOMPUTE
@@ -50,6 +51,7 @@ class EstimateRequest:
     cpu_cores_per_gpu: float | None = None  # host CPU cores per GPU; None: the host's
     nics: int | None = None  # NICs per node at --network's rate; None: the host's
     fabric: str = "nonblocking"  # the network's tiers between nodes (configs/fabrics.toml)
+    rank_order: str = MEGATRON  # which GPUs each parallel group occupies (costs.comm.ranks.ORDERS)
     # transformers under the modern rules (costs.llm.evaluator): model parallelism and batch
     tp: int = 1
     pp: int = 1
@@ -228,7 +230,7 @@ def request_from_plan(path: str, net: str | None = None) -> EstimateRequest:
 
 def _model_keys(data: dict) -> dict:
     """The cost model's options a plan file records (older plan files lack them: defaults)."""
-    keys = ("optimizer", "data_loader", "instance", "fabric")
+    keys = ("optimizer", "data_loader", "instance", "fabric", "rank_order")
     out: dict = {k: str(data[k]) for k in keys if data.get(k) is not None}
     if data.get("cpu_cores_per_gpu") is not None:
         out["cpu_cores_per_gpu"] = float(data["cpu_cores_per_gpu"])

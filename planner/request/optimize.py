@@ -58,6 +58,7 @@ class OptimizeRequest:
     cpu_cores_per_gpu: float | None = None  # host CPU cores per GPU; None: each host's
     nics: int | None = None  # NICs per node at --network's rate; None: each host's
     fabric: str = "nonblocking"  # the network's tiers between nodes (configs/fabrics.toml)
+    rank_order: str = fabrics.DEFAULT_ORDER  # the parallel groups' rank order (costs.comm.ranks)
     epochs: float | None = None
     convergence: str = (
         "auto"  # epochs by global batch: auto | goyal-2017 | mlperf-lars | fixed (planner.epochs)
@@ -137,8 +138,8 @@ class Problem:
 def request_dict(req: OptimizeRequest) -> dict:
     """The request as plain data for run records: lists for tuples, axis options as keys."""
     data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items() if k != "axes"}
-    # recorded when set (older run records lack them)
-    unset = {"image_size": None, "convergence": "auto", "fabric": "nonblocking"}
+    unset = {"image_size": None, "convergence": "auto", "fabric": "nonblocking"}  # recorded when set
+    unset["rank_order"] = fabrics.DEFAULT_ORDER  # (older run records lack them)
     data = {k: v for k, v in data.items() if k not in unset or v != unset[k]}
     return {**data, **dict(req.axes)}
 
@@ -364,6 +365,7 @@ def validate(req: OptimizeRequest) -> Problem:
             loader_for(costs.net.meta, req.data_loader),
             dict(req.axes).get("stack"),
             req.fabric,
+            req.rank_order,
         ).for_net(costs.net.meta, host_table, resizing.mean_scale(resize)),
         price_sources=sources,
         hosts=host_table,

@@ -11,6 +11,7 @@ import shlex
 
 import numpy as np
 
+from costs.comm.ranks import MEGATRON
 from planner import catalog
 from planner.metrics.scorer import Scorer
 from planner.space.axes import AXES, KEYS
@@ -75,6 +76,8 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
         rec.update(scorer.model.host_record(g, per_node))
         if scorer.model.fabric != "nonblocking":  # the network between nodes, when not the flat default
             rec["fabric"] = scorer.model.fabric
+        if scorer.model.rank_order != MEGATRON:  # the rank order, when not Megatron-Core's default
+            rec["rank_order"] = scorer.model.rank_order
     rec.update(
         throughput_samples_s=float(m["throughput_samples_s"][0]),
         time_to_train_s=float(m["time_to_train_s"][0]),
@@ -276,4 +279,5 @@ def _model_args(scorer: Scorer, rec: dict) -> list[str]:
     if cm.hosts is not None:
         model += cm.hosts.args(list(scorer.space.choices("gpu")).index(rec["gpu"]), rec["gpus_per_node"])
     model += [f"--fabric {cm.fabric}"] if cm.fabric != "nonblocking" else []
+    model += [f"--rank-order {cm.rank_order}"] if cm.rank_order != MEGATRON else []
     return model + ([f"--calibration {shlex.quote(cm.calibration)}"] if cm.calibration else [])

@@ -74,6 +74,7 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "cpu_cores_per_gpu": (int, float),  # host CPU cores per GPU
     "nics": (int,),  # NICs per node at the network's rate
     "fabric": (str,),  # the network's tiers between nodes (configs/fabrics.toml)
+    "rank_order": (str,),  # which GPUs each parallel group occupies (costs.comm.ranks.ORDERS)
     # goodput (planner.goodput): on | off, failures per 1,000 GPU-hours, checkpoint GB/s in all,
     # job relaunch minutes, asynchronous checkpoints
     "goodput": (str,),
