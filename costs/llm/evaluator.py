@@ -50,6 +50,7 @@ FLOPs add the recomputation.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -160,8 +161,9 @@ class _Ctx:
         self.tp_overlap = plans.tp_overlap
         self.ep_overlap, self.fp8 = plans.ep_overlap, plans.precision == FP8
         intra, net = plans.intra_link, plans.network
-        self.intra_bw, self.intra_lat = links.bandwidth[intra] * eff.link[intra], links.latency[intra]
-        self.net_bw, self.net_lat = links.bandwidth[net] * eff.link[net], links.latency[net]
+        achieved = links.bandwidth * eff.link  # per link: one product, then one gather per plan
+        self.intra_bw, self.intra_lat = achieved[intra], links.latency[intra]
+        self.net_bw, self.net_lat = achieved[net], links.latency[net]
         self.per_node = np.minimum(plans.gpus_per_node, plans.workers).astype(float)
         # one hidden state of the GPU's s / cp tokens
         self.hidden = self.b * self.m["seq_len"] / self.cp * self.m["d_model"] * self.elem
@@ -212,9 +214,11 @@ def _pipeline(c: _Ctx, x: dict, u: dict, workers) -> dict:
     k = pipeline.kinds(c.schedule, c.L, c.p, c.v, c.mb, u["unit"], u["emb"], u["head"])
     loads = [b * u["unit"] + e * u["emb"] + h * u["head"] for b, e, h in zip(k.blocks, k.emb, k.head)]
     which = np.argmax(np.vstack(loads), axis=0)
+    n = len(which)
+    flat = which * n + np.arange(n)  # each plan's binding kind in the kinds' rows laid end to end
 
-    def pick(rows):
-        return np.choose(which, np.broadcast_arrays(*rows))
+    def pick(rows):  # a gather: np.choose copies one element at a time, several times slower
+        return np.concatenate(np.broadcast_arrays(*rows))[flat]
 
     blocks, e, h = pick(k.blocks), pick(k.emb), pick(k.head)
     bw, lat = _link(c, workers > c.per_node, c.p, workers)  # a chain of p stages over all GPUs
@@ -258,36 +262,34 @@ def _memory(c: _Ctx, plans: Plans, k: pipeline.Kinds, params, optimizer: str) ->
     per_param = llm_memory.state_bytes(1.0, c.elem, optimizer, plans.zero, c.dpc)
     held = zip(per_gpu, k.flight, k.blocks, k.param_emb, k.logits, strict=True)
     need = [q * per_param + f * (n * layer + e * emb_act) + g * logits for q, f, n, e, g in held]
-    return np.maximum.reduce(np.broadcast_arrays(*need)) + work
+    return functools.reduce(np.maximum, need) + work  # pairwise: no copy of the rows into one array
 
 
 def _sync(c: _Ctx, plans: Plans, params, stage: dict, bucket_bytes: float, nics):
     """(exposed, total) data-parallel communication per step."""
-    p = np.maximum.reduce(np.broadcast_arrays(*params[0]))
+    p = functools.reduce(np.maximum, params[0])
     g = np.clip(np.floor(c.per_node / c.t), 1.0, c.dpc)
 
     net = (c.net_bw, c.net_lat, nics, c.fabric, c.t * c.dpc, plans.zero == 0)  # span; SHARP: all-reduce
     a, b = collectives.affine(plans.scheme, c.dpc, g, c.intra_bw, c.intra_lat, *net)
     grads, gather = a + b * (GRAD_BYTES * p), (a + b * (c.elem * p)) / 2.0
-    z = plans.zero
+    z, half = plans.zero, grads / 2.0
     # Gradients are reduced behind a backward pass: once per step (all-reduce, ZeRO 0;
     # reduce-scatter, ZeRO 1) or every microbatch (ZeRO 2, 3). Parameters are all-gathered ahead
     # of a forward pass: the updated shards once per step behind the next step's first forward
     # (ZeRO 1, 2: Megatron-Core's --overlap-param-gather), or every microbatch, forward and
-    # backward (ZeRO 3: FSDP's prefetch).
-    step_grads = np.select([z == 0, z == 1], [grads, grads / 2.0], 0.0)
-    mb_grads = np.where(z >= 2, grads / 2.0, 0.0)
-    step_gather = np.where((z == 1) | (z == 2), gather, 0.0)
-    mb_gather = np.where(z == 3, gather, 0.0)  # each of the forward and the backward
+    # backward (ZeRO 3: FSDP's prefetch). Each window hides one plan's collectives (ZeRO 3's
+    # backward: two), costed once and then counted per step or per microbatch by stage.
+    behind = np.select([z == 0, z == 3], [grads, half + gather], half)
+    ahead = np.where(z == 0, 0.0, gather)
     nbytes = GRAD_BYTES * p
-
-    def hide(comm, window):
-        return overlap.exposed(comm, window, nbytes, bucket_bytes)
-
-    exposed = hide(step_grads, stage["b"]) + hide(step_gather, stage["f"])
-    exposed_mb = hide(mb_grads + mb_gather, stage["b"]) + hide(mb_gather, stage["f"])
-    total = step_grads + step_gather + c.mb * (mb_grads + 2.0 * mb_gather)
-    return exposed + c.mb * exposed_mb, total, p
+    hb = overlap.exposed(behind, stage["b"], nbytes, bucket_bytes)
+    hf = overlap.exposed(ahead, stage["f"], nbytes, bucket_bytes)
+    exposed = np.select([z <= 1, z == 2], [hb + hf, hf + c.mb * hb], c.mb * (hb + hf))
+    total = np.select(
+        [z == 0, z == 1, z == 2], [grads, half + gather, gather + c.mb * half], c.mb * (half + 2.0 * gather)
+    )
+    return exposed, total, p
 
 
 def _flops(costs, plans: Plans, c: _Ctx, samples):
@@ -325,7 +327,8 @@ def evaluate(
     span_c, span_e = int(plans.cp.max(initial=1)) + 1, int(ep.max(initial=1)) + 1
     keys, inv = _unique((plans.tp * span_e + ep) * span_c + plans.cp)  # each (tp, ep, cp) once, O(n)
     counts = np.bincount(inv, minlength=len(keys))
-    order, ends = np.argsort(inv, kind="stable"), np.cumsum(counts)
+    narrow = inv.astype(np.int16) if len(keys) < 1 << 15 else inv  # radix-sorted: several times faster
+    order, ends = np.argsort(narrow, kind="stable"), np.cumsum(counts)
     # each group's small table of distinct rows; every plan then reads its row (one index
     # array, one gather per column) instead of each group scattering every column
     tables, row, start = [], np.empty(n, dtype=np.int64), 0

@@ -99,7 +99,9 @@ def all_to_all_s(c, moe: dict, recompute_full, compute, nics) -> np.ndarray:
         return np.maximum(np.where(nodes > 1, net, 0.0), intra)
 
     combine = one(c.elem)
-    dispatch = np.where(over & c.fp8, one(np.minimum(FP8_DISPATCH_BYTES, c.elem)), combine)
+    fp8 = over & c.fp8
+    # most batches have no overlapped fp8 plan: no second pass over the columns for them
+    dispatch = np.where(fp8, one(np.minimum(FP8_DISPATCH_BYTES, c.elem)), combine) if fp8.any() else combine
     passes = 2.0 + recompute_full  # forward, backward, and the recomputed forward
     total = np.where(e > 1, passes * (dispatch + combine), 0.0)
     # Overlapped: the all-to-alls run beside the other microbatch's compute, which loses the
