@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from costs.comm import collectives, fabric, overlap
-from costs.hardware import ELEMENT_SIZE, FP8, DeviceTable, LinkTable
+from costs.hardware import ELEMENT_SIZE, FP8, PRECISIONS, DeviceTable, LinkTable
 from costs.llm import context, experts, pipeline
 from costs.llm import memory as llm_memory
 from costs.llm.memory import FULL, SELECTIVE
@@ -108,14 +108,14 @@ _PER_SHARD = ("p_emb", "p_blk", "p_head", "p_exp", "t_emb", "t_blk", "t_head")
 
 
 def _part_times(
-    sh: Shard, devices, eff, plans: Plans, idx, weights: bool, full: Shard | None = None, cp=1
-) -> tuple[np.ndarray, np.ndarray]:
+    sh: Shard, devices, eff, combos, weights: bool, full: Shard | None = None, cp=1
+) -> np.ndarray:
     """The seconds and kernels of each part of the shard (:data:`_PARTS`, :data:`_KERNELS`, then
     :data:`_WEIGHTS` with ``weights``) and its per-shard values (:data:`_PER_SHARD`) for each
-    distinct (device, precision, microbatch) of plans ``idx`` (rows), and each plan's row.
+    of the distinct (device, precision, microbatch) ``combos`` (three arrays; rows).
     With context parallelism ``sh`` is built at ``s / cp`` tokens and ``full`` at the whole
     sequence, whose core attention each of the ``cp`` GPUs does ``1 / cp`` of."""
-    args = (devices, eff, plans.device[idx], plans.precision[idx], plans.batch[idx])
+    args = (devices, eff, *combos)
     times, kernels, inv = layer_times(sh.terms, *args)
     if full is not None:
         whole = layer_times(full.terms, *args)[0]
@@ -135,7 +135,7 @@ def _part_times(
     tensors = [float((sh.weight * sh.terms.param_tensors)[sh.part == k].sum()) for k in (EMBED, BLOCK, HEAD)]
     shard_values = np.array([*sh.params, sh.expert_params, *tensors])
     table = np.stack([x[mask].sum(axis=0) for x, mask in parts], axis=1)
-    return np.hstack([table, np.broadcast_to(shard_values, (len(table), len(shard_values)))]), inv
+    return np.hstack([table, np.broadcast_to(shard_values, (len(table), len(shard_values)))])[inv]
 
 
 class _Ctx:
@@ -185,10 +185,10 @@ def _microbatch(c: _Ctx, x: dict, recompute, nics=None) -> dict:
     # chunks beside the GEMMs that consume or produce them): only what the block's split compute
     # cannot cover is exposed.
     tp_blk = np.where(c.tp_overlap, np.maximum(tp_blk - (x["blk_f"] + x["blk_b"]), 0.0), tp_blk)
-    moe = c.m.get("moe")
+    moe, compute = c.m.get("moe"), blk_f + blk_b + rec
     a2a = np.zeros_like(ar)
     if moe:  # exposed all-to-all seconds (costs.llm.experts); dense layers send nothing
-        a2a = experts.all_to_all_s(c, moe, recompute == FULL, blk_f + blk_b + rec, nics)
+        a2a = experts.all_to_all_s(c, moe, recompute == FULL, compute, nics)
         a2a = a2a * block_weights(c.m)[-1]
     cp = np.zeros_like(ar)
     if (c.cp > 1).any():  # most searches have no context parallelism: no columns to build
@@ -202,7 +202,7 @@ def _microbatch(c: _Ctx, x: dict, recompute, nics=None) -> dict:
         ep_blk=a2a,
         cp_blk=cp,
         tp_end=ar,
-        unit=blk_f + blk_b + rec + tp_blk + a2a + cp,
+        unit=compute + tp_blk + a2a + cp,
         emb=x["emb_f"] + x["emb_b"] + ar,
         head=x["head_f"] + x["head_b"] + ar,
     )
@@ -325,26 +325,25 @@ def evaluate(
     model = costs.net.meta["model"]
     ep = plans.ep if model.get("moe") else np.ones_like(plans.ep)
     span_c, span_e = int(plans.cp.max(initial=1)) + 1, int(ep.max(initial=1)) + 1
-    keys, inv = _unique((plans.tp * span_e + ep) * span_c + plans.cp)  # each (tp, ep, cp) once, O(n)
-    counts = np.bincount(inv, minlength=len(keys))
-    narrow = inv.astype(np.int16) if len(keys) < 1 << 15 else inv  # radix-sorted: several times faster
-    order, ends = np.argsort(narrow, kind="stable"), np.cumsum(counts)
-    # each group's small table of distinct rows; every plan then reads its row (one index
-    # array, one gather per column) instead of each group scattering every column
-    tables, row, start = [], np.empty(n, dtype=np.int64), 0
-    for key, lo, hi in zip(keys, ends - counts, ends, strict=True):
+    keys, group = _unique((plans.tp * span_e + ep) * span_c + plans.cp)  # each (tp, ep, cp) once, O(n)
+    ub, ib = _unique(plans.batch)
+    combos, combo = _unique((plans.device * len(PRECISIONS) + plans.precision) * len(ub) + ib)
+    # the table's rows: each (group, combo) of the plans once, group by group, from keys alone;
+    # every plan then reads its row (one index array, one gather per column)
+    rows, row = _unique(group * len(combos) + combo)
+    of_group, of_combo = np.divmod(rows, len(combos))
+    kd, ki = np.divmod(combos[of_combo], len(ub))
+    device, precision = np.divmod(kd, len(PRECISIONS))
+    ends, tables = np.cumsum(np.bincount(of_group, minlength=len(keys))), []
+    for key, lo, hi in zip(keys, np.r_[0, ends[:-1]], ends, strict=True):
         te, cp = divmod(int(key), span_c)
         tp, e = divmod(te, span_e)
         whole = shard(model, tp, costs.rules, e)
         part = shard({**model, "seq_len": model["seq_len"] // cp}, tp, costs.rules, e) if cp > 1 else whole
-        t, rows = _part_times(
-            part, devices, eff, plans, order[lo:hi], weights, whole if cp > 1 else None, float(cp)
-        )
-        tables.append(t)
-        row[order[lo:hi]] = start + rows
-        start += len(t)
+        at = (device[lo:hi], precision[lo:hi], ub[ki[lo:hi]])
+        tables.append(_part_times(part, devices, eff, at, weights, whole if cp > 1 else None, float(cp)))
     columns = np.vstack(tables).T.copy() if tables else np.zeros((len(names), 0))
-    x = {name: columns[j][row] for j, name in enumerate(names)}
+    x = {name: columns[j].take(row) for j, name in enumerate(names)}  # take: faster than [row]
     c = _Ctx(costs, plans, devices, links, eff)
     c.fabric = opt.fabric  # the network's tiers (costs.comm.fabric); None: one non-blocking network
     nics = opt.nics_per_node if nics_per_node is None else nics_per_node
