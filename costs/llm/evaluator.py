@@ -213,7 +213,7 @@ def _pipeline(c: _Ctx, x: dict, u: dict, workers) -> dict:
     and every kind of pipeline GPU (:mod:`costs.llm.pipeline`)."""
     k = pipeline.kinds(c.schedule, c.L, c.p, c.v, c.mb, u["unit"], u["emb"], u["head"])
     loads = [b * u["unit"] + e * u["emb"] + h * u["head"] for b, e, h in zip(k.blocks, k.emb, k.head)]
-    which = np.argmax(np.vstack(loads), axis=0)
+    which = pipeline.binding(loads)
     n = len(which)
     flat = which * n + np.arange(n)  # each plan's binding kind in the kinds' rows laid end to end
 
@@ -224,7 +224,8 @@ def _pipeline(c: _Ctx, x: dict, u: dict, workers) -> dict:
     bw, lat = _link(c, workers > c.per_node, c.p, workers)  # a chain of p stages over all GPUs
     # a microbatch's activation forward and its gradient back per (virtual) stage; DualPipe
     # hides them behind the paired chunk, DualPipeV sends at each of its two chunks
-    sends = np.select([c.schedule == pipeline.DUALPIPE, c.schedule == pipeline.DUALPIPEV], [0.0, 2.0], c.v)
+    dual, vee = c.schedule == pipeline.DUALPIPE, c.schedule == pipeline.DUALPIPEV
+    sends = np.select([dual, vee], [0.0, 2.0], c.v) if c.schedule.any() else c.v  # most: 1F1B alone
     p2p = np.where(c.p > 1, 2.0 * sends * (c.hidden / c.t / bw + lat), 0.0)
     return dict(
         blocks=blocks,
@@ -296,11 +297,9 @@ def _flops(costs, plans: Plans, c: _Ctx, samples):
     """(model, hardware) training FLOPs of one step over all GPUs."""
     whole = shard(costs.net.meta["model"], 1, costs.rules)
     model = whole.flops[EMBED] + c.L * whole.flops[BLOCK] + whole.flops[HEAD]
-    rc = plans.recompute
-    extra = np.where(
-        rc == FULL, whole.fwd_flops[BLOCK], np.where(rc == SELECTIVE, whole.attention_fwd_flops, 0)
-    )
-    return samples * model, samples * (model + c.L * extra)
+    extra = np.zeros(3)  # FLOPs recomputed per block, by recomputation (none, selective, full)
+    extra[[SELECTIVE, FULL]] = whole.attention_fwd_flops, whole.fwd_flops[BLOCK]
+    return samples * model, samples * (model + c.L * extra.take(plans.recompute))
 
 
 def evaluate(
@@ -326,13 +325,13 @@ def evaluate(
     ep = plans.ep if model.get("moe") else np.ones_like(plans.ep)
     span_c, span_e = int(plans.cp.max(initial=1)) + 1, int(ep.max(initial=1)) + 1
     keys, group = _unique((plans.tp * span_e + ep) * span_c + plans.cp)  # each (tp, ep, cp) once, O(n)
-    ub, ib = _unique(plans.batch)
-    combos, combo = _unique((plans.device * len(PRECISIONS) + plans.precision) * len(ub) + ib)
+    span_b = int(plans.batch.max(initial=0)) + 1
+    combos, combo = _unique((plans.device * len(PRECISIONS) + plans.precision) * span_b + plans.batch)
     # the table's rows: each (group, combo) of the plans once, group by group, from keys alone;
     # every plan then reads its row (one index array, one gather per column)
     rows, row = _unique(group * len(combos) + combo)
     of_group, of_combo = np.divmod(rows, len(combos))
-    kd, ki = np.divmod(combos[of_combo], len(ub))
+    kd, batch = np.divmod(combos[of_combo], span_b)
     device, precision = np.divmod(kd, len(PRECISIONS))
     ends, tables = np.cumsum(np.bincount(of_group, minlength=len(keys))), []
     for key, lo, hi in zip(keys, np.r_[0, ends[:-1]], ends, strict=True):
@@ -340,7 +339,7 @@ def evaluate(
         tp, e = divmod(te, span_e)
         whole = shard(model, tp, costs.rules, e)
         part = shard({**model, "seq_len": model["seq_len"] // cp}, tp, costs.rules, e) if cp > 1 else whole
-        at = (device[lo:hi], precision[lo:hi], ub[ki[lo:hi]])
+        at = (device[lo:hi], precision[lo:hi], batch[lo:hi])
         tables.append(_part_times(part, devices, eff, at, weights, whole if cp > 1 else None, float(cp)))
     columns = np.vstack(tables).T.copy() if tables else np.zeros((len(names), 0))
     x = {name: columns[j].take(row) for j, name in enumerate(names)}  # take: faster than [row]
