@@ -102,19 +102,20 @@ def description(costs) -> dict | None:
 
 _PARTS = ("emb_f", "emb_b", "head_f", "head_b", "blk_f", "blk_b", "rep_f", "rep_b")
 _PARTS += ("attn_f", "att_f", "att_b")  # standard attention (selective), any attention (context)
-_KERNELS = ("k_emb", "k_head", "k_blk", "k_rep")
+_KERNELS = ("k_emb", "k_head", "k_blk")
 _WEIGHTS = ("blk_w", "head_w")  # weight-gradient seconds: built for zero-bubble and DualPipe plans only
-_PER_SHARD = ("p_emb", "p_blk", "p_head", "p_exp", "t_emb", "t_blk", "t_head")
+_PER_SHARD = ("p_emb", "p_blk", "p_head", "t_emb", "t_blk", "t_head")  # p_blk: 1 / ep of the experts
 
 
 def _part_times(
-    sh: Shard, devices, eff, combos, weights: bool, full: Shard | None = None, cp=1
+    sh: Shard, devices, eff, combos, weights: bool, full: Shard | None = None, cp=1, ep=1
 ) -> np.ndarray:
     """The seconds and kernels of each part of the shard (:data:`_PARTS`, :data:`_KERNELS`, then
     :data:`_WEIGHTS` with ``weights``) and its per-shard values (:data:`_PER_SHARD`) for each
     of the distinct (device, precision, microbatch) ``combos`` (three arrays; rows).
     With context parallelism ``sh`` is built at ``s / cp`` tokens and ``full`` at the whole
-    sequence, whose core attention each of the ``cp`` GPUs does ``1 / cp`` of."""
+    sequence, whose core attention each of the ``cp`` GPUs does ``1 / cp`` of; each of ``ep``
+    GPUs holds ``1 / ep`` of a block's experts."""
     args = (devices, eff, *combos)
     times, kernels, inv = layer_times(sh.terms, *args)
     if full is not None:
@@ -125,16 +126,17 @@ def _part_times(
     k = w * kernels.sum(axis=1)
     split = (sh.part == BLOCK) & ~sh.replicated
     emb, head = sh.part == EMBED, sh.part == HEAD
-    parts = (  # in the order of _PARTS + _KERNELS (+ _WEIGHTS)
+    parts = (  # in the order of _PARTS + _KERNELS (+ _WEIGHTS); a block's kernels: both kinds of layer
         (f, emb), (b, emb), (f, head), (b, head), (f, split), (b, split), (f, sh.replicated),
         (b, sh.replicated), (f, sh.core_attention), (f, sh.attention), (b, sh.attention), (k, emb),
-        (k, head), (k, split), (k, sh.replicated),
+        (k, head), (k, split, sh.replicated),
     )  # fmt: skip
     if weights:
         parts += ((w * times[:, 2], sh.part == BLOCK), (w * times[:, 2], head))
     tensors = [float((sh.weight * sh.terms.param_tensors)[sh.part == k].sum()) for k in (EMBED, BLOCK, HEAD)]
-    shard_values = np.array([*sh.params, sh.expert_params, *tensors])
-    table = np.stack([x[mask].sum(axis=0) for x, mask in parts], axis=1)
+    p_emb, p_blk, p_head = sh.params
+    shard_values = np.array([p_emb, p_blk - sh.expert_params * (1.0 - 1.0 / ep), p_head, *tensors])
+    table = np.stack([sum(x[mask].sum(axis=0) for mask in masks) for x, *masks in parts], axis=1)
     return np.hstack([table, np.broadcast_to(shard_values, (len(table), len(shard_values)))])[inv]
 
 
@@ -237,13 +239,13 @@ def _pipeline(c: _Ctx, x: dict, u: dict, workers) -> dict:
         ep=(blocks + h * c.m.get("mtp_layers", 0)) * u["ep_blk"],  # MTP layers: one MoE each
         cp=blocks * u["cp_blk"],
         pp=p2p,
-        kernels=blocks * (x["k_blk"] + x["k_rep"]) + e * x["k_emb"] + h * x["k_head"],
+        kernels=blocks * x["k_blk"] + e * x["k_emb"] + h * x["k_head"],
     )
 
 
 def _params(c: _Ctx, x: dict, k: pipeline.Kinds) -> tuple[np.ndarray, np.ndarray]:
     """Parameters per GPU of each kind of pipeline GPU (rows), and of one block."""
-    blk = x["p_blk"] - x["p_exp"] * (1.0 - 1.0 / c.e)
+    blk = x["p_blk"]
     # Megatron's copy of the tied word embedding (vocabulary-parallel) where the head sits
     # without the embedding, not the position table
     word = np.ceil(c.m["vocab"] / c.t) * c.m["d_model"] if c.m.get("tied") else 0.0
@@ -340,7 +342,7 @@ def evaluate(
         whole = shard(model, tp, costs.rules, e)
         part = shard({**model, "seq_len": model["seq_len"] // cp}, tp, costs.rules, e) if cp > 1 else whole
         at = (device[lo:hi], precision[lo:hi], batch[lo:hi])
-        tables.append(_part_times(part, devices, eff, at, weights, whole if cp > 1 else None, float(cp)))
+        tables.append(_part_times(part, devices, eff, at, weights, whole if cp > 1 else None, cp, e))
     columns = np.vstack(tables).T.copy() if tables else np.zeros((len(names), 0))
     x = {name: columns[j].take(row) for j, name in enumerate(names)}  # take: faster than [row]
     c = _Ctx(costs, plans, devices, links, eff)
