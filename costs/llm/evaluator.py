@@ -50,23 +50,28 @@ FLOPs add the recomputation.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from dataclasses import dataclass
 
 import numpy as np
 
 from costs.comm import collectives, fabric, overlap
-from costs.hardware import ELEMENT_SIZE, FP8, PRECISIONS, DeviceTable, LinkTable
-from costs.llm import context, experts, pipeline
+from costs.hardware import ELEMENT_SIZE, FP8, DeviceTable, LinkTable
+from costs.llm import context, experts, pipeline, tables
 from costs.llm import memory as llm_memory
 from costs.llm.memory import FULL, SELECTIVE
-from costs.llm.shard import BLOCK, EMBED, HEAD, Shard, block_weights, dims, shard
+from costs.llm.shard import BLOCK, EMBED, HEAD, block_weights, dims, shard
 from costs.modern.efficiency import Efficiency
-from costs.modern.evaluator import GRAD_BYTES, ModernBreakdown, Options, layer_times
-from costs.plans import Plans, _unique
+from costs.modern.evaluator import GRAD_BYTES, ModernBreakdown, Options
+from costs.plans import Plans
+
+# Plans scored at a time: each column of a chunk (512 KiB) stays in cache, and the next chunk
+# reuses the memory its temporaries freed instead of new pages from the OS (one pass over the
+# 737,280 plans of benchmarks/bench_llm.py: about 15% slower)
+CHUNK = 1 << 16
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class LLMBreakdown(ModernBreakdown):
     """:class:`~costs.modern.evaluator.ModernBreakdown` plus the pipeline and memory of LLM plans."""
 
@@ -98,46 +103,6 @@ def description(costs) -> dict | None:
     """The transformer description this evaluator reads (``dims`` filled in), or None: not a
     transformer, or not the modern rules, which alone model tensor and pipeline parallelism."""
     return dims(costs.net.meta["model"]) if costs.rules.modern and applies(costs) else None
-
-
-_PARTS = ("emb_f", "emb_b", "head_f", "head_b", "blk_f", "blk_b", "rep_f", "rep_b")
-_PARTS += ("attn_f", "att_f", "att_b")  # standard attention (selective), any attention (context)
-_KERNELS = ("k_emb", "k_head", "k_blk")
-_WEIGHTS = ("blk_w", "head_w")  # weight-gradient seconds: built for zero-bubble and DualPipe plans only
-_PER_SHARD = ("p_emb", "p_blk", "p_head", "t_emb", "t_blk", "t_head")  # p_blk: 1 / ep of the experts
-
-
-def _part_times(
-    sh: Shard, devices, eff, combos, weights: bool, full: Shard | None = None, cp=1, ep=1
-) -> np.ndarray:
-    """The seconds and kernels of each part of the shard (:data:`_PARTS`, :data:`_KERNELS`, then
-    :data:`_WEIGHTS` with ``weights``) and its per-shard values (:data:`_PER_SHARD`) for each
-    of the distinct (device, precision, microbatch) ``combos`` (three arrays; rows).
-    With context parallelism ``sh`` is built at ``s / cp`` tokens and ``full`` at the whole
-    sequence, whose core attention each of the ``cp`` GPUs does ``1 / cp`` of; each of ``ep``
-    GPUs holds ``1 / ep`` of a block's experts."""
-    args = (devices, eff, *combos)
-    times, kernels, inv = layer_times(sh.terms, *args)
-    if full is not None:
-        whole = layer_times(full.terms, *args)[0]
-        times = np.where(sh.attention[:, None, None], whole / cp, times)
-    w = sh.weight[:, None]  # a block layer counts for its share of the layers
-    f, b = w * times[:, 0], w * (times[:, 1] + times[:, 2])
-    k = w * kernels.sum(axis=1)
-    split = (sh.part == BLOCK) & ~sh.replicated
-    emb, head = sh.part == EMBED, sh.part == HEAD
-    parts = (  # in the order of _PARTS + _KERNELS (+ _WEIGHTS); a block's kernels: both kinds of layer
-        (f, emb), (b, emb), (f, head), (b, head), (f, split), (b, split), (f, sh.replicated),
-        (b, sh.replicated), (f, sh.core_attention), (f, sh.attention), (b, sh.attention), (k, emb),
-        (k, head), (k, split, sh.replicated),
-    )  # fmt: skip
-    if weights:
-        parts += ((w * times[:, 2], sh.part == BLOCK), (w * times[:, 2], head))
-    tensors = [float((sh.weight * sh.terms.param_tensors)[sh.part == k].sum()) for k in (EMBED, BLOCK, HEAD)]
-    p_emb, p_blk, p_head = sh.params
-    shard_values = np.array([p_emb, p_blk - sh.expert_params * (1.0 - 1.0 / ep), p_head, *tensors])
-    table = np.stack([sum(x[mask].sum(axis=0) for mask in masks) for x, *masks in parts], axis=1)
-    return np.hstack([table, np.broadcast_to(shard_values, (len(table), len(shard_values)))])[inv]
 
 
 class _Ctx:
@@ -320,34 +285,26 @@ def evaluate(
     ``decode_s`` (image input) do not apply to token streams."""
     eff = efficiency if efficiency is not None else Efficiency.ideal(devices, links)
     opt = options if options is not None else Options()
+    names, columns, row = tables.build(costs, plans, devices, eff)
+    nics = opt.nics_per_node if nics_per_node is None else nics_per_node
+    scored = []
+    for lo in range(0, max(len(plans), 1), CHUNK):
+        at = slice(lo, lo + CHUNK)
+        x = {name: columns[j].take(row[at]) for j, name in enumerate(names)}  # take: faster than [row]
+        scored.append(
+            _score(costs, plans.take(at), x, devices, links, eff, opt, nics[at] if np.ndim(nics) else nics)
+        )
+    if len(scored) == 1:
+        return scored[0]
+    kept = [f.name for f in dataclasses.fields(LLMBreakdown) if getattr(scored[0], f.name) is not None]
+    return LLMBreakdown(**{k: np.concatenate([getattr(b, k) for b in scored]) for k in kept})
+
+
+def _score(costs, plans: Plans, x: dict, devices, links, eff: Efficiency, opt: Options, nics) -> LLMBreakdown:
+    """:func:`evaluate` on plans whose table columns ``x`` are read."""
     n = len(plans)
-    weights = bool(plans.schedule.any())
-    names = _PARTS + _KERNELS + (_WEIGHTS if weights else ()) + _PER_SHARD
-    model = costs.net.meta["model"]
-    ep = plans.ep if model.get("moe") else np.ones_like(plans.ep)
-    span_c, span_e = int(plans.cp.max(initial=1)) + 1, int(ep.max(initial=1)) + 1
-    keys, group = _unique((plans.tp * span_e + ep) * span_c + plans.cp)  # each (tp, ep, cp) once, O(n)
-    span_b = int(plans.batch.max(initial=0)) + 1
-    combos, combo = _unique((plans.device * len(PRECISIONS) + plans.precision) * span_b + plans.batch)
-    # the table's rows: each (group, combo) of the plans once, group by group, from keys alone;
-    # every plan then reads its row (one index array, one gather per column)
-    rows, row = _unique(group * len(combos) + combo)
-    of_group, of_combo = np.divmod(rows, len(combos))
-    kd, batch = np.divmod(combos[of_combo], span_b)
-    device, precision = np.divmod(kd, len(PRECISIONS))
-    ends, tables = np.cumsum(np.bincount(of_group, minlength=len(keys))), []
-    for key, lo, hi in zip(keys, np.r_[0, ends[:-1]], ends, strict=True):
-        te, cp = divmod(int(key), span_c)
-        tp, e = divmod(te, span_e)
-        whole = shard(model, tp, costs.rules, e)
-        part = shard({**model, "seq_len": model["seq_len"] // cp}, tp, costs.rules, e) if cp > 1 else whole
-        at = (device[lo:hi], precision[lo:hi], batch[lo:hi])
-        tables.append(_part_times(part, devices, eff, at, weights, whole if cp > 1 else None, cp, e))
-    columns = np.vstack(tables).T.copy() if tables else np.zeros((len(names), 0))
-    x = {name: columns[j].take(row) for j, name in enumerate(names)}  # take: faster than [row]
     c = _Ctx(costs, plans, devices, links, eff)
     c.fabric = opt.fabric  # the network's tiers (costs.comm.fabric); None: one non-blocking network
-    nics = opt.nics_per_node if nics_per_node is None else nics_per_node
     u = _microbatch(c, x, plans.recompute, nics)
     stage = _pipeline(c, x, u, plans.workers)
     params = _params(c, x, stage["kinds"])
