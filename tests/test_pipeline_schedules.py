@@ -84,6 +84,17 @@ def test_deepseek_v3_like_balance_per_schedule():
     )  # PP + 1
 
 
+def test_binding_kind_is_argmax_ties_and_nan_included():
+    # the first of the largest loads binds, a NaN load counting as largest (np.argmax's rule)
+    rng = np.random.default_rng(0)
+    loads = [rng.integers(0, 3, 5000).astype(float) for _ in range(3)]  # many ties
+    for row, every in zip(loads, (7, 11, 13), strict=True):
+        row[::every] = np.nan
+    assert (pipeline.binding(loads) == np.argmax(np.vstack(loads), axis=0)).all()
+    first, second, third = S([1.0, 5.0, np.nan]), S([2.0, 5.0, 0.0]), S([2.0, 1.0, np.nan])
+    assert pipeline.binding([first, second, third]).tolist() == [1, 0, 0]
+
+
 def test_runnable_rules():
     code = {s: i for i, s in enumerate(pipeline.SCHEDULES)}
     rows = [  # schedule, p, v, microbatches, runnable

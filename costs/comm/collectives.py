@@ -38,8 +38,11 @@ def _steps(scheme, k):
     log = _log2(k)
     index = {name: i for i, name in enumerate(SCHEME_NAMES)}
     ring, tree, fly = (scheme == index[x] for x in ("ring", "tree", "butterfly"))
-    steps = np.select([ring, tree, fly], [2.0 * (k - 1), 2.0 * log, log], 2.0 * (k - 1))
-    factor = np.select([ring, tree, fly], [2.0 * (k - 1) / k, 2.0 * log, log], 2.0 * (k - 1))
+    # ring and the parameter server take 2 (k - 1) steps; only the ring's bandwidth factor
+    # differs from its steps (two selections, not two np.select over every scheme)
+    pairs = 2.0 * (k - 1)
+    steps = np.where(tree, 2.0 * log, np.where(fly, log, pairs))
+    factor = np.where(ring, pairs / k, steps)
     return np.where(k > 1, steps, 0.0), np.where(k > 1, factor, 0.0)
 
 

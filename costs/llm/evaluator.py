@@ -50,22 +50,28 @@ FLOPs add the recomputation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import functools
 
 import numpy as np
 
 from costs.comm import collectives, fabric, overlap, ranks
 from costs.hardware import ELEMENT_SIZE, FP8, FP16, DeviceTable, LinkTable
-from costs.llm import context, experts, pipeline
+from costs.llm import context, experts, pipeline, tables
 from costs.llm import memory as llm_memory
 from costs.llm.memory import FULL, SELECTIVE
-from costs.llm.shard import BLOCK, EMBED, HEAD, Shard, block_weights, dims, shard
+from costs.llm.shard import BLOCK, EMBED, HEAD, block_weights, dims, shard
 from costs.modern.efficiency import Efficiency
-from costs.modern.evaluator import GRAD_BYTES, ModernBreakdown, Options, layer_times
-from costs.plans import Plans, _unique
+from costs.modern.evaluator import GRAD_BYTES, ModernBreakdown, Options
+from costs.plans import Plans
+
+# Plans scored at a time: each column of a chunk (512 KiB) stays in cache, and the next chunk
+# reuses the memory its temporaries freed instead of new pages from the OS (one pass over the
+# 737,280 plans of benchmarks/bench_llm.py: about 15% slower)
+CHUNK = 1 << 16
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class LLMBreakdown(ModernBreakdown):
     """:class:`~costs.modern.evaluator.ModernBreakdown` plus the pipeline and memory of LLM plans."""
 
@@ -99,44 +105,6 @@ def description(costs) -> dict | None:
     return dims(costs.net.meta["model"]) if costs.rules.modern and applies(costs) else None
 
 
-_PARTS = ("emb_f", "emb_b", "head_f", "head_b", "blk_f", "blk_b", "rep_f", "rep_b")
-_PARTS += ("attn_f", "att_f", "att_b")  # standard attention (selective), any attention (context)
-_KERNELS = ("k_emb", "k_head", "k_blk", "k_rep")
-_WEIGHTS = ("blk_w", "head_w")  # weight-gradient seconds: built for zero-bubble and DualPipe plans only
-_PER_SHARD = ("p_emb", "p_blk", "p_head", "p_exp", "t_emb", "t_blk", "t_head")
-
-
-def _part_times(
-    sh: Shard, devices, eff, plans: Plans, idx, weights: bool, full: Shard | None = None, cp=1
-) -> tuple[np.ndarray, np.ndarray]:
-    """The seconds and kernels of each part of the shard (:data:`_PARTS`, :data:`_KERNELS`, then
-    :data:`_WEIGHTS` with ``weights``) and its per-shard values (:data:`_PER_SHARD`) for each
-    distinct (device, precision, microbatch) of plans ``idx`` (rows), and each plan's row.
-    With context parallelism ``sh`` is built at ``s / cp`` tokens and ``full`` at the whole
-    sequence, whose core attention each of the ``cp`` GPUs does ``1 / cp`` of."""
-    args = (devices, eff, plans.device[idx], plans.precision[idx], plans.batch[idx])
-    times, kernels, inv = layer_times(sh.terms, *args)
-    if full is not None:
-        whole = layer_times(full.terms, *args)[0]
-        times = np.where(sh.attention[:, None, None], whole / cp, times)
-    w = sh.weight[:, None]  # a block layer counts for its share of the layers
-    f, b = w * times[:, 0], w * (times[:, 1] + times[:, 2])
-    k = w * kernels.sum(axis=1)
-    split = (sh.part == BLOCK) & ~sh.replicated
-    emb, head = sh.part == EMBED, sh.part == HEAD
-    parts = (  # in the order of _PARTS + _KERNELS (+ _WEIGHTS)
-        (f, emb), (b, emb), (f, head), (b, head), (f, split), (b, split), (f, sh.replicated),
-        (b, sh.replicated), (f, sh.core_attention), (f, sh.attention), (b, sh.attention), (k, emb),
-        (k, head), (k, split), (k, sh.replicated),
-    )  # fmt: skip
-    if weights:
-        parts += ((w * times[:, 2], sh.part == BLOCK), (w * times[:, 2], head))
-    tensors = [float((sh.weight * sh.terms.param_tensors)[sh.part == k].sum()) for k in (EMBED, BLOCK, HEAD)]
-    shard_values = np.array([*sh.params, sh.expert_params, *tensors])
-    table = np.stack([x[mask].sum(axis=0) for x, mask in parts], axis=1)
-    return np.hstack([table, np.broadcast_to(shard_values, (len(table), len(shard_values)))]), inv
-
-
 class _Ctx:
     """Per-plan columns every part of the evaluation reads."""
 
@@ -160,8 +128,9 @@ class _Ctx:
         self.tp_overlap = plans.tp_overlap
         self.ep_overlap, self.fp8 = plans.ep_overlap, plans.precision == FP8
         intra, net = plans.intra_link, plans.network
-        self.intra_bw, self.intra_lat = links.bandwidth[intra] * eff.link[intra], links.latency[intra]
-        self.net_bw, self.net_lat = links.bandwidth[net] * eff.link[net], links.latency[net]
+        achieved = links.bandwidth * eff.link  # per link: one product, then one gather per plan
+        self.intra_bw, self.intra_lat = achieved[intra], links.latency[intra]
+        self.net_bw, self.net_lat = achieved[net], links.latency[net]
         self.per_node = np.minimum(plans.gpus_per_node, plans.workers).astype(float)
         # one hidden state of the GPU's s / cp tokens
         self.hidden = self.b * self.m["seq_len"] / self.cp * self.m["d_model"] * self.elem
@@ -183,10 +152,10 @@ def _microbatch(c: _Ctx, x: dict, recompute, nics=None) -> dict:
     # chunks beside the GEMMs that consume or produce them): only what the block's split compute
     # cannot cover is exposed.
     tp_blk = np.where(c.tp_overlap, np.maximum(tp_blk - (x["blk_f"] + x["blk_b"]), 0.0), tp_blk)
-    moe = c.m.get("moe")
+    moe, compute = c.m.get("moe"), blk_f + blk_b + rec
     a2a = np.zeros_like(ar)
     if moe:  # exposed all-to-all seconds (costs.llm.experts); dense layers send nothing
-        a2a = experts.all_to_all_s(c, moe, recompute == FULL, blk_f + blk_b + rec, nics)
+        a2a = experts.all_to_all_s(c, moe, recompute == FULL, compute, nics)
         a2a = a2a * block_weights(c.m)[-1]
     cp = np.zeros_like(ar)
     if (c.cp > 1).any():  # most searches have no context parallelism: no columns to build
@@ -200,7 +169,7 @@ def _microbatch(c: _Ctx, x: dict, recompute, nics=None) -> dict:
         ep_blk=a2a,
         cp_blk=cp,
         tp_end=ar,
-        unit=blk_f + blk_b + rec + tp_blk + a2a + cp,
+        unit=compute + tp_blk + a2a + cp,
         emb=x["emb_f"] + x["emb_b"] + ar,
         head=x["head_f"] + x["head_b"] + ar,
     )
@@ -211,17 +180,20 @@ def _pipeline(c: _Ctx, x: dict, u: dict, workers) -> dict:
     and every kind of pipeline GPU (:mod:`costs.llm.pipeline`)."""
     k = pipeline.kinds(c.schedule, c.L, c.p, c.v, c.mb, u["unit"], u["emb"], u["head"])
     loads = [b * u["unit"] + e * u["emb"] + h * u["head"] for b, e, h in zip(k.blocks, k.emb, k.head)]
-    which = np.argmax(np.vstack(loads), axis=0)
+    which = pipeline.binding(loads)
+    n = len(which)
+    flat = which * n + np.arange(n)  # each plan's binding kind in the kinds' rows laid end to end
 
-    def pick(rows):
-        return np.choose(which, np.broadcast_arrays(*rows))
+    def pick(rows):  # a gather: np.choose copies one element at a time, several times slower
+        return np.concatenate(np.broadcast_arrays(*rows))[flat]
 
     blocks, e, h = pick(k.blocks), pick(k.emb), pick(k.head)
     span = ranks.pipeline_span(c.order, c.t, c.cp, c.p, workers)  # a chain of p stages over these GPUs
     bw, lat = _link(c, span > c.per_node, c.p, span)
     # a microbatch's activation forward and its gradient back per (virtual) stage; DualPipe
     # hides them behind the paired chunk, DualPipeV sends at each of its two chunks
-    sends = np.select([c.schedule == pipeline.DUALPIPE, c.schedule == pipeline.DUALPIPEV], [0.0, 2.0], c.v)
+    dual, vee = c.schedule == pipeline.DUALPIPE, c.schedule == pipeline.DUALPIPEV
+    sends = np.select([dual, vee], [0.0, 2.0], c.v) if c.schedule.any() else c.v  # most: 1F1B alone
     p2p = np.where(c.p > 1, 2.0 * sends * (c.hidden / c.t / bw + lat), 0.0)
     return dict(
         blocks=blocks,
@@ -233,13 +205,13 @@ def _pipeline(c: _Ctx, x: dict, u: dict, workers) -> dict:
         ep=(blocks + h * c.m.get("mtp_layers", 0)) * u["ep_blk"],  # MTP layers: one MoE each
         cp=blocks * u["cp_blk"],
         pp=p2p,
-        kernels=blocks * (x["k_blk"] + x["k_rep"]) + e * x["k_emb"] + h * x["k_head"],
+        kernels=blocks * x["k_blk"] + e * x["k_emb"] + h * x["k_head"],
     )
 
 
 def _params(c: _Ctx, x: dict, k: pipeline.Kinds) -> tuple[np.ndarray, np.ndarray]:
     """Parameters per GPU of each kind of pipeline GPU (rows), and of one block."""
-    blk = x["p_blk"] - x["p_exp"] * (1.0 - 1.0 / c.e)
+    blk = x["p_blk"]
     # Megatron's copy of the tied word embedding (vocabulary-parallel) where the head sits
     # without the embedding, not the position table
     word = np.ceil(c.m["vocab"] / c.t) * c.m["d_model"] if c.m.get("tied") else 0.0
@@ -260,47 +232,43 @@ def _memory(c: _Ctx, plans: Plans, k: pipeline.Kinds, params, opt: Options) -> n
     per_param = llm_memory.state_bytes(1.0, c.elem, opt.optimizer, plans.zero, c.dpc, opt.fp32_grads, fp16)
     held = zip(per_gpu, k.flight, k.blocks, k.param_emb, k.logits, strict=True)
     need = [q * per_param + f * (n * layer + e * emb_act) + g * logits for q, f, n, e, g in held]
-    return np.maximum.reduce(np.broadcast_arrays(*need)) + work
+    return functools.reduce(np.maximum, need) + work  # pairwise: no copy of the rows into one array
 
 
 def _sync(c: _Ctx, plans: Plans, params, stage: dict, bucket_bytes: float, nics):
     """(exposed, total) data-parallel communication per step."""
-    p = np.maximum.reduce(np.broadcast_arrays(*params[0]))
+    p = functools.reduce(np.maximum, params[0])
     g = ranks.data_per_node(c.order, c.t, c.cp, c.p, c.dpc, c.per_node)
     span = ranks.data_span(c.order, c.t, c.cp, c.p, c.dpc)
     net = (c.net_bw, c.net_lat, nics, c.fabric, span, plans.zero == 0)  # SHARP: all-reduce
     a, b = collectives.affine(plans.scheme, c.dpc, g, c.intra_bw, c.intra_lat, *net)
     grads, gather = a + b * (GRAD_BYTES * p), (a + b * (c.elem * p)) / 2.0
-    z = plans.zero
+    z, half = plans.zero, grads / 2.0
     # Gradients are reduced behind a backward pass: once per step (all-reduce, ZeRO 0;
     # reduce-scatter, ZeRO 1) or every microbatch (ZeRO 2, 3). Parameters are all-gathered ahead
     # of a forward pass: the updated shards once per step behind the next step's first forward
     # (ZeRO 1, 2: Megatron-Core's --overlap-param-gather), or every microbatch, forward and
-    # backward (ZeRO 3: FSDP's prefetch).
-    step_grads = np.select([z == 0, z == 1], [grads, grads / 2.0], 0.0)
-    mb_grads = np.where(z >= 2, grads / 2.0, 0.0)
-    step_gather = np.where((z == 1) | (z == 2), gather, 0.0)
-    mb_gather = np.where(z == 3, gather, 0.0)  # each of the forward and the backward
+    # backward (ZeRO 3: FSDP's prefetch). Each window hides one plan's collectives (ZeRO 3's
+    # backward: two), costed once and then counted per step or per microbatch by stage.
+    behind = np.select([z == 0, z == 3], [grads, half + gather], half)
+    ahead = np.where(z == 0, 0.0, gather)
     nbytes = GRAD_BYTES * p
-
-    def hide(comm, window):
-        return overlap.exposed(comm, window, nbytes, bucket_bytes)
-
-    exposed = hide(step_grads, stage["b"]) + hide(step_gather, stage["f"])
-    exposed_mb = hide(mb_grads + mb_gather, stage["b"]) + hide(mb_gather, stage["f"])
-    total = step_grads + step_gather + c.mb * (mb_grads + 2.0 * mb_gather)
-    return exposed + c.mb * exposed_mb, total, p
+    hb = overlap.exposed(behind, stage["b"], nbytes, bucket_bytes)
+    hf = overlap.exposed(ahead, stage["f"], nbytes, bucket_bytes)
+    exposed = np.select([z <= 1, z == 2], [hb + hf, hf + c.mb * hb], c.mb * (hb + hf))
+    total = np.select(
+        [z == 0, z == 1, z == 2], [grads, half + gather, gather + c.mb * half], c.mb * (half + 2.0 * gather)
+    )
+    return exposed, total, p
 
 
 def _flops(costs, plans: Plans, c: _Ctx, samples):
     """(model, hardware) training FLOPs of one step over all GPUs."""
     whole = shard(costs.net.meta["model"], 1, costs.rules)
     model = whole.flops[EMBED] + c.L * whole.flops[BLOCK] + whole.flops[HEAD]
-    rc = plans.recompute
-    extra = np.where(
-        rc == FULL, whole.fwd_flops[BLOCK], np.where(rc == SELECTIVE, whole.attention_fwd_flops, 0)
-    )
-    return samples * model, samples * (model + c.L * extra)
+    extra = np.zeros(3)  # FLOPs recomputed per block, by recomputation (none, selective, full)
+    extra[[SELECTIVE, FULL]] = whole.attention_fwd_flops, whole.fwd_flops[BLOCK]
+    return samples * model, samples * (model + c.L * extra.take(plans.recompute))
 
 
 def evaluate(
@@ -319,35 +287,27 @@ def evaluate(
     ``decode_s`` (image input) do not apply to token streams."""
     eff = efficiency if efficiency is not None else Efficiency.ideal(devices, links)
     opt = options if options is not None else Options()
-    n = len(plans)
-    weights = bool(plans.schedule.any())
-    names = _PARTS + _KERNELS + (_WEIGHTS if weights else ()) + _PER_SHARD
-    model = costs.net.meta["model"]
-    ep = plans.ep if model.get("moe") else np.ones_like(plans.ep)
-    span_c, span_e = int(plans.cp.max(initial=1)) + 1, int(ep.max(initial=1)) + 1
-    keys, inv = _unique((plans.tp * span_e + ep) * span_c + plans.cp)  # each (tp, ep, cp) once, O(n)
-    counts = np.bincount(inv, minlength=len(keys))
-    order, ends = np.argsort(inv, kind="stable"), np.cumsum(counts)
-    # each group's small table of distinct rows; every plan then reads its row (one index
-    # array, one gather per column) instead of each group scattering every column
-    tables, row, start = [], np.empty(n, dtype=np.int64), 0
-    for key, lo, hi in zip(keys, ends - counts, ends, strict=True):
-        te, cp = divmod(int(key), span_c)
-        tp, e = divmod(te, span_e)
-        whole = shard(model, tp, costs.rules, e)
-        part = shard({**model, "seq_len": model["seq_len"] // cp}, tp, costs.rules, e) if cp > 1 else whole
-        t, rows = _part_times(
-            part, devices, eff, plans, order[lo:hi], weights, whole if cp > 1 else None, float(cp)
+    names, columns, row = tables.build(costs, plans, devices, eff)
+    nics = opt.nics_per_node if nics_per_node is None else nics_per_node
+    scored = []
+    for lo in range(0, max(len(plans), 1), CHUNK):
+        at = slice(lo, lo + CHUNK)
+        x = {name: columns[j].take(row[at]) for j, name in enumerate(names)}  # take: faster than [row]
+        scored.append(
+            _score(costs, plans.take(at), x, devices, links, eff, opt, nics[at] if np.ndim(nics) else nics)
         )
-        tables.append(t)
-        row[order[lo:hi]] = start + rows
-        start += len(t)
-    columns = np.vstack(tables).T.copy() if tables else np.zeros((len(names), 0))
-    x = {name: columns[j][row] for j, name in enumerate(names)}
+    if len(scored) == 1:
+        return scored[0]
+    kept = [f.name for f in dataclasses.fields(LLMBreakdown) if getattr(scored[0], f.name) is not None]
+    return LLMBreakdown(**{k: np.concatenate([getattr(b, k) for b in scored]) for k in kept})
+
+
+def _score(costs, plans: Plans, x: dict, devices, links, eff: Efficiency, opt: Options, nics) -> LLMBreakdown:
+    """:func:`evaluate` on plans whose table columns ``x`` are read."""
+    n = len(plans)
     c = _Ctx(costs, plans, devices, links, eff)
     c.fabric = opt.fabric  # the network's tiers (costs.comm.fabric); None: one non-blocking network
     c.order = opt.rank_order  # which GPUs each group occupies (costs.comm.ranks)
-    nics = opt.nics_per_node if nics_per_node is None else nics_per_node
     u = _microbatch(c, x, plans.recompute, nics)
     stage = _pipeline(c, x, u, plans.workers)
     params = _params(c, x, stage["kinds"])

@@ -83,13 +83,15 @@ def all_to_all_s(c, moe: dict, recompute_full, compute, nics) -> np.ndarray:
     ports = c.per_node if nics is None else np.asarray(nics, dtype=float)
     net_share = c.per_node / np.maximum(ports, 1e-9)  # GPUs sharing one port's bandwidth
     over = c.ep_overlap
+    some = bool(over.any())  # most batches have no overlapped plan: DeepEP's columns not built
     # copies leaving the node, per token: one per expert (plain), one per node (DeepEP)
-    plain_remote = k * (nodes - 1.0) / nodes
-    remote = np.where(over, remote_nodes(k, nodes, node_cap(moe, nodes)), plain_remote)
+    remote = k * (nodes - 1.0) / nodes
     nvlink = k * (local - 1.0) / np.maximum(e, 1.0)  # copies to the node's other EP ranks
-    nvlink = np.where(over & (nodes > 1), nvlink + remote, nvlink)  # forwarded IB arrivals
-
-    peers = np.where(over, nodes - 1.0, e - local)  # network messages: per node, or per rank
+    peers = e - local  # network messages: per rank (plain), per node (DeepEP)
+    if some:
+        remote = np.where(over, remote_nodes(k, nodes, node_cap(moe, nodes)), remote)
+        nvlink = np.where(over & (nodes > 1), nvlink + remote, nvlink)  # forwarded IB arrivals
+        peers = np.where(over, nodes - 1.0, peers)
     # a group of t ep GPUs on a multi-tier fabric: the share of its spread leaving a domain
     bw, lat = fabric.path(getattr(c, "fabric", None), c.net_bw, c.net_lat, e, group, True, c.per_node)
 
@@ -99,9 +101,12 @@ def all_to_all_s(c, moe: dict, recompute_full, compute, nics) -> np.ndarray:
         return np.maximum(np.where(nodes > 1, net, 0.0), intra)
 
     combine = one(c.elem)
-    dispatch = np.where(over & c.fp8, one(np.minimum(FP8_DISPATCH_BYTES, c.elem)), combine)
+    fp8 = over & c.fp8
+    dispatch = np.where(fp8, one(np.minimum(FP8_DISPATCH_BYTES, c.elem)), combine) if fp8.any() else combine
     passes = 2.0 + recompute_full  # forward, backward, and the recomputed forward
     total = np.where(e > 1, passes * (dispatch + combine), 0.0)
+    if not some:
+        return total
     # Overlapped: the all-to-alls run beside the other microbatch's compute, which loses the
     # SMs the communication kernels hold; exposed is what the slowed compute cannot cover.
     slowed = compute / (1.0 - COMM_SM_SHARE)

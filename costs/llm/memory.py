@@ -92,7 +92,8 @@ def activations(m: dict, b, elem, tp, sp, recompute, cp=1, fp8=False) -> tuple[n
     # MLA's query and key/value latents, kept for their norms and up-projections; the down
     # projections are not split by tensor parallelism (Megatron-Core duplicates them)
     latents = 2 * ((mla.get("q_lora_rank") or 0) + mla.get("kv_lora_rank", 0))
-    whole = whole + sb * elem * latents
+    if latents:  # MLA only: no column passes for the other attentions
+        whole = whole + sb * elem * latents
     split = sb * (elem * ((a + kv) * hd + kv * vd + a * vd + qk + k * up) + gemm * k * ff)
     split = split + sb * np.where(fp8, a * vd, 0.0)  # the output projection's FP8 input
     if m.get("attention") == "flash":

@@ -33,6 +33,7 @@ them), in half-block steps; under DualPipeV GPU 0 carries both, in whole blocks.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,6 +131,16 @@ def kinds(schedule, L: int, p, v, m, unit, emb, head) -> Kinds:
             )
         )
     return out
+
+
+def binding(loads) -> np.ndarray:
+    """Each plan's binding kind of pipeline GPU: the first of the most ``loads`` (one array per
+    kind), NaN counting as most: np.argmax over the stacked rows, without its transposing copy."""
+    top = functools.reduce(np.maximum, loads)  # NaN wherever a load is NaN
+    which = np.full(len(top), len(loads) - 1)
+    for i in range(len(loads) - 2, -1, -1):
+        which = np.where((loads[i] == top) | np.isnan(loads[i]), i, which)
+    return which
 
 
 def bubble(schedule, p, v, per_mb, b, w) -> np.ndarray:
