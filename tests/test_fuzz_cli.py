@@ -175,3 +175,40 @@ def test_the_gpu_budget_is_bounded(capsys, tmp_path, budget):
         assert code == 0
     else:
         assert code == 2 and f"{bounds.MAX_GPUS:,}" in err and budget in err
+
+
+# Named choices as a user types them: near misses of the valid names, empty, case and separator
+# variants, leading dashes, control characters, very long names.
+NAME_TEXT = st.one_of(
+    st.text(max_size=40),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "-",
+            "--",
+            "tp-cp-ep-pp-dp ",
+            "TP-CP-EP-PP-DP",
+            "tp-cp-pp-dp",
+            "meta",
+            "1f1b,zb1p",
+            "nonblocking2",
+        ]
+    ),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz-_.,/0123456789", min_size=1, max_size=300),
+)
+# (option, the LLM plan it is given to: one that can take every valid value)
+NAMED = {
+    "--rank-order": ["--tp", "2", "--pp", "2"],
+    "--fabric": ["--tp", "2", "--pp", "2"],
+    "--pp-schedule": ["--tp", "2", "--pp", "2", "--stack", "fsdp"],
+    "--stack": ["--tp", "2"],
+    "--cp-comm": ["--cp", "2"],
+}
+
+
+@FUZZ
+@given(option=st.sampled_from(sorted(NAMED)), value=NAME_TEXT)
+def test_estimate_named_choices(capsys, option, value):
+    argv = ["estimate", "llama3-8b", "--device", "H100_SXM", "--workers", "16", "--gpus-per-node", "8"]
+    run_cli(capsys, [*argv, *NAMED[option], option, value])
