@@ -134,17 +134,19 @@ def describe(name: str | None) -> str:
 
 def answer_lines(records: list[dict]) -> list[str]:
     """The fabric line of an estimate's answer: its named fabric, or the default where a row
-    crosses nodes (none for answers inside one node under the default), and its rank order
-    when not Megatron-Core's default."""
+    crosses nodes (none for answers inside one node under the default), and its rank order."""
     name = records[0].get("fabric") if records else None
     order = records[0].get("rank_order") if records else None  # recorded when not the default
     crosses = any(r.get("workers", 1) > r.get("gpus_per_node", 1) for r in records)
-    return network_lines(name, order) if name or crosses else []
+    piped = any(r.get("pp", 1) > 1 for r in records)
+    return network_lines(name, order, piped) if name or crosses else []
 
 
-def network_lines(name: str | None, order: str | None) -> list[str]:
-    """The fabric's line and, when one is named (not Megatron-Core's default), the rank order's."""
-    return [describe(name)] + ([describe_order(order)] if order else [])
+def network_lines(name: str | None, order: str | None, pipeline: bool = False) -> list[str]:
+    """The fabric's line and the rank order's: always when one is named, and for a pipeline in
+    Megatron-Core's default too (the order decides which GPUs its sends and the gradient
+    reductions cross; without a pipeline both orders lay the groups alike)."""
+    return [describe(name)] + ([describe_order(order)] if order or pipeline else [])
 
 
 def listing() -> tuple[list[dict], list[tuple[str, str]]]:

@@ -22,16 +22,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from llm_toy import NET_BW, NET_LAT, NO_BUCKETS, evaluate, model
+from test_fabric_cli import LAYOUT, LLM, _json
+from test_fabric_cli import _run as _cli
 
 from costs.comm import fabric as fab
 from costs.comm import ranks
 from costs.comm.fabric import Fabric, Tier
 from costs.comm.ranks import MEGATRON, ORDERS, PP_INSIDE_DP
 from costs.modern.evaluator import Options
-from planner.cli import main
-
-LLM = ["llama3-8b", "--device", "H100_SXM", "--gpus-per-node", "8", "--global-batch", "512"]
-LAYOUT = ["--tp", "2", "--pp", "4", "--zero", "1", "--workers", "64,4096"]
 
 
 def test_the_orders_are_megatron_cores_spellings_and_the_default_is_its_own():
@@ -145,18 +143,6 @@ def test_on_the_flat_fabric_the_order_matters_only_below_a_node():
     mega = evaluate(model(), NO_BUCKETS, **cols)[1]
     meta = evaluate(model(), replace(NO_BUCKETS, rank_order=PP_INSIDE_DP), **cols)[1]
     assert meta.pp_comm[0] < mega.pp_comm[0] and meta.sync_total[0] > mega.sync_total[0]
-
-
-def _cli(capsys, *args) -> tuple[int, str, str]:
-    code = main([*args])
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def _json(capsys, *args):
-    code, out, err = _cli(capsys, *args, "--format", "json")
-    assert code == 0, err
-    return json.loads(out)
 
 
 def test_the_default_order_changes_no_number(capsys):

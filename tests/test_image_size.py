@@ -112,6 +112,11 @@ def test_the_loader_rate_scales_with_the_pixels():
 )
 @pytest.mark.parametrize("command", ["estimate", "optimize"])
 def test_bad_sizes_exit_2_in_one_line(capsys, command, net, size, message):
+    refused(capsys, command, net, size, message)
+
+
+def refused(capsys, command: str, net: str, size: str, message: str) -> None:
+    """``planner COMMAND NET --image-size SIZE`` exits 2 with one line holding ``message``."""
     args = [command, net, "--image-size", size]
     args += ["--budget", "8gpus", "--gpu", "H100_SXM"] if command == "optimize" else ["--workers", "1"]
     assert main(args) == 2

@@ -33,7 +33,16 @@ import numpy as np
 from costs.comm import collectives, overlap
 from costs.comm.fabric import Fabric
 from costs.comm.ranks import MEGATRON
-from costs.hardware import BF16, ELEMENT_SIZE, FP8, PRECISIONS, TENSOR_FP16_RATIO, DeviceTable, LinkTable
+from costs.hardware import (
+    BF16,
+    ELEMENT_SIZE,
+    FP8,
+    FP16,
+    PRECISIONS,
+    TENSOR_FP16_RATIO,
+    DeviceTable,
+    LinkTable,
+)
 from costs.modern import roofline
 from costs.modern.efficiency import Efficiency
 from costs.plans import Breakdown, Plans, _unique
@@ -86,8 +95,8 @@ class _Combos:
 def _winograd_applies(peak: np.ndarray, precision: np.ndarray) -> np.ndarray:
     """cuDNN runs Winograd on the CUDA cores: in fp32, and in fp16 on devices without fp16
     tensor cores (P100's packed fp16); tf32/bf16 and tensor-core fp16 run implicit GEMM."""
-    no_tc16 = ~(peak[:, PRECISIONS.index("fp16")] >= TENSOR_FP16_RATIO * peak[:, 0])
-    return (precision == 0) | ((precision == PRECISIONS.index("fp16")) & no_tc16)
+    no_tc16 = ~(peak[:, FP16] >= TENSOR_FP16_RATIO * peak[:, 0])
+    return (precision == 0) | ((precision == FP16) & no_tc16)
 
 
 def layer_times(t, devices: DeviceTable, eff: Efficiency, device, precision, batch, first=0):

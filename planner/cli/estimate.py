@@ -234,7 +234,7 @@ def _print_text(records: list[dict]) -> None:
     if r0.get("stack"):
         from planner.stacks.listing import summary_line
 
-        typer.echo(summary_line(r0["stack"]))
+        typer.echo(summary_line(r0["stack"], transformer="tp" in r0))
     from planner.fabrics import answer_lines
 
     for line in answer_lines(records):  # the network between nodes the answer assumes

@@ -164,7 +164,7 @@ def _stack_line(b: dict) -> list[str]:
         return []
     from planner.stacks.listing import summary_line
 
-    return [f"  {summary_line(b['stack'])}"]
+    return [f"  {summary_line(b['stack'], transformer='tokens_per_s' in b)}"]
 
 
 def _price_line(b: dict) -> list[str]:
@@ -180,7 +180,9 @@ def _host_line(b: dict) -> list[str]:
     if b.get("fabric") or b.get("gpus", 1) > b.get("gpus_per_node", 1):  # the network between nodes
         from planner.fabrics import network_lines
 
-        out += [f"  {line}" for line in network_lines(b.get("fabric"), b.get("rank_order"))]
+        out += [
+            f"  {line}" for line in network_lines(b.get("fabric"), b.get("rank_order"), b.get("pp", 1) > 1)
+        ]
     if b.get("loader_samples_s_per_gpu") is not None:
         out.append(f"  data loader: {b['loader']}: {b['loader_samples_s_per_gpu']:,.0f} images/s per GPU")
     if b.get("image_phases"):  # a resizing schedule (planner.resizing)

@@ -90,9 +90,9 @@ def listing() -> tuple[list[dict], list[tuple[str, str]]]:
 _PLURAL = {"cnn": "CNNs", "transformer": "transformers"}
 
 
-def summary_line(name: str) -> str:
+def summary_line(name: str, transformer: bool = False) -> str:
     """One line an answer prints about its stack: what it is fitted on, its held-out error, and
-    what it lacks."""
+    what it lacks; for a transformer, also the gradient buffers its memory counts."""
     r = record(registry.get(name))
     err = ", ".join(
         f"{_PLURAL[f]} {r[f'median_ape_{f}']:.1f}%"
@@ -103,4 +103,11 @@ def summary_line(name: str) -> str:
         f"Stack {name}: {r['framework']}; fitted on {r['runs']} runs from {r['sources']} sources "
         f"({', '.join(r['generations'])}), {r['error_kind']} median error {err}"
     )
-    return line + (f". Caution: {'; '.join(r['caveats'])}." if r["caveats"] else ".")
+    line += f". Caution: {'; '.join(r['caveats'])}." if r["caveats"] else "."
+    if transformer:  # costs.llm.memory: 2 bytes per parameter apart
+        line += (
+            " Gradients in fp32 buffers (2 bytes per parameter more than 16-bit ones)."
+            if registry.get(name).gradients == "fp32"
+            else " Gradients at the parameters' precision (a stack file's gradients = \"fp32\" adds 2 bytes per parameter)."
+        )
+    return line
