@@ -74,8 +74,32 @@ def test_summary_and_interval_by_hand():
     assert s["p90_ape"] == pytest.approx(np.percentile([10, 20, 50, 0], 90))
     assert s["bias"] == pytest.approx((np.sqrt(1.1 * 1.0) - 1) * 100)
     lo, hi = cal.interval(np.log(np.linspace(0.5, 2.0, 1001)), coverage=0.8)
-    # meas = pred * exp(-r): the 10th..90th percentile of pred/meas is 0.65..1.85
-    assert lo == pytest.approx(1 / 1.85, rel=1e-3) and hi == pytest.approx(1 / 0.65, rel=1e-3)
+    # meas = pred * exp(-r); of 1,001 ratios pred/meas (0.5 + 0.0015 i) the split-conformal ranks
+    # are the floor(1002 x 0.1) = 100th and ceil(1002 x 0.9) = 902nd smallest: 0.6485 and 1.8515
+    assert lo == pytest.approx(1 / 1.8515, rel=1e-9) and hi == pytest.approx(1 / 0.6485, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [9, 12, 28, 57])
+def test_interval_covers_a_next_run_at_least_as_promised(n):
+    """Split-conformal ranks: over exchangeable draws, a next residual falls inside the interval
+    of the n before it with probability (k_hi - k_lo) / (n + 1) >= 80% (Lei et al. 2018, section
+    2.2), where plain empirical quantiles of n runs fall short."""
+    rng = np.random.default_rng(n)
+    draws = rng.standard_t(4, size=(20_000, n + 1))
+    inside = np.empty(len(draws), dtype=bool)
+    for i, d in enumerate(draws):
+        q_lo, q_hi = cal.tail_quantiles(d[:n], 0.8)
+        inside[i] = q_lo <= d[n] <= q_hi
+    exact = (np.ceil((n + 1) * 0.9 - 1e-9) - np.floor((n + 1) * 0.1 + 1e-9)) / (n + 1)
+    assert exact >= 0.8 and inside.mean() == pytest.approx(exact, abs=0.012)
+
+
+def test_tail_quantiles_by_hand():
+    v = np.arange(1.0, 29.0)[::-1]  # 28 held-out residuals, in any order
+    assert cal.tail_quantiles(v, 0.8) == (2.0, 27.0)  # floor(29 x 0.1) = 2, ceil(29 x 0.9) = 27
+    assert cal.tail_quantiles(np.arange(1.0, 6.0), 0.8) == (1.0, 5.0)  # too few runs: the extremes
+    assert cal.tail_quantiles(np.array([np.nan, 3.0]), 0.8) == (3.0, 3.0)
+    assert all(np.isnan(cal.tail_quantiles(np.array([np.nan]), 0.8)))
 
 
 def test_interval_covers_held_out_rows():

@@ -224,16 +224,32 @@ def summary(log_residuals: np.ndarray) -> dict[str, float]:
     }
 
 
-def interval(log_residuals: np.ndarray, coverage: float = 0.8) -> tuple[float, float]:
-    """Multipliers (lo, hi) of a prediction such that the measured value lies in
-    [pred * lo, pred * hi] for ``coverage`` of the held-out residuals (empirical quantiles).
-
-    With r = log(pred / meas), meas = pred * exp(-r): the interval is exp(-q_hi), exp(-q_lo).
-    """
-    r = np.asarray(log_residuals, dtype=float)
-    r = r[np.isfinite(r)]
-    if r.size == 0:
+def tail_quantiles(values: np.ndarray, coverage: float = 0.8) -> tuple[float, float]:
+    """The (lower, upper) order statistics of ``values`` that a next value from the same
+    population falls between with probability at least ``coverage`` (split conformal
+    prediction, equal tails): the k_lo-th and k_hi-th smallest of n, k_lo = floor((n + 1) t),
+    k_hi = ceil((n + 1) (1 - t)), t = (1 - coverage) / 2 (Lei, G'Sell, Rinaldo, Tibshirani,
+    Wasserman, "Distribution-Free Predictive Inference for Regression", JASA 2018,
+    arXiv:1604.04173, section 2.2, one rank per tail). Plain empirical quantiles of n held-out
+    residuals cover less than ``coverage`` of the next run, the more so the fewer runs there
+    are; these ranks do not. Below n = 1 / t - 1 runs a rank leaves the sample and the
+    extreme value is taken: such an interval still falls short, and its run count says so.
+    NaN values are dropped; (nan, nan) when none is left."""
+    v = np.sort(np.asarray(values, dtype=float))
+    v = v[np.isfinite(v)]
+    n = v.size
+    if n == 0:
         return (float("nan"), float("nan"))
     tail = (1.0 - coverage) / 2.0
-    q_lo, q_hi = np.quantile(r, [tail, 1.0 - tail])
+    k_lo = int(np.floor((n + 1) * tail + 1e-9))
+    k_hi = int(np.ceil((n + 1) * (1.0 - tail) - 1e-9))
+    return float(v[min(max(k_lo, 1), n) - 1]), float(v[min(max(k_hi, 1), n) - 1])
+
+
+def interval(log_residuals: np.ndarray, coverage: float = 0.8) -> tuple[float, float]:
+    """Multipliers (lo, hi) of a prediction such that the measured value of a next run lies in
+    [pred * lo, pred * hi] with probability ``coverage``, from held-out residuals
+    r = log(pred / meas) (:func:`tail_quantiles`). With meas = pred * exp(-r) the interval is
+    exp(-q_hi), exp(-q_lo)."""
+    q_lo, q_hi = tail_quantiles(log_residuals, coverage)
     return float(np.exp(-q_hi)), float(np.exp(-q_lo))

@@ -11,8 +11,9 @@ A run the profile was fitted on is in-sample and its residual flatters the inter
 leave-one-source-out folds of :mod:`planner.calibrate.fitting`) when the runs are the whole set
 the profile was fitted on; otherwise they are counted and labelled in-sample.
 
-The interval itself is estimated from held-out residuals (the profile's 80% quantiles, per family
-and per GPU generation with enough runs). Graded on the residuals that set it, it would cover
+The interval itself is estimated from held-out residuals (80% split-conformal ranks,
+:func:`costs.fit.calibration.tail_quantiles`, per family and per GPU generation with enough
+runs). Graded on the residuals that set it, it would cover
 80% by construction; so a refitted run's interval is the one a fit without its source would
 state: the quantiles of the other sources' held-out residuals (:func:`_nested`), and, when no
 other source has a run of its GPU generation, the spread of a generation the fit has not seen.

@@ -229,7 +229,7 @@ def _family_error(table: RunTable, residuals: np.ndarray) -> dict:
     return out
 
 
-MIN_GENERATION_RUNS = 10  # fewer held-out runs of a generation: its 80% quantiles rest on too little
+MIN_GENERATION_RUNS = 10  # fewer held-out runs of a generation: its 80% ranks would be its extremes
 
 
 def generation_key(family: str, gen: str) -> str:

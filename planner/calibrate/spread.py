@@ -60,7 +60,7 @@ def between_stacks(family: str) -> tuple[float, float]:
     for other, r in ratios(family).items():
         if other == name:
             continue
-        q_lo, q_hi = np.quantile(r, [(1 - COVERAGE) / 2, (1 + COVERAGE) / 2])
+        q_lo, q_hi = cal.tail_quantiles(r, COVERAGE)
         lo, hi = min(lo, float(np.exp(q_lo))), max(hi, float(np.exp(q_hi)))
     return round(lo, 4), round(hi, 4)
 
