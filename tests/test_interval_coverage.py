@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from costs.fit import calibration as cal
 from planner.calibrate import coverage, spread
 from planner.cli import main
 from planner.metrics.model import BETWEEN_STACKS, CostModel
@@ -68,6 +69,11 @@ def test_held_out_coverage_refits_without_each_source():
     for source, median in zip(meta["held_out_sources"], meta["held_out_median_ape"], strict=True):
         err = np.abs(np.expm1(scored.log_residual[sources == source])) * 100
         assert np.median(err) == pytest.approx(median, abs=0.05), source
+    # the profile's intervals are the split-conformal ranks of those held-out residuals
+    fam = np.array(scored.family)
+    for family in ("cnn", "transformer"):
+        lo, hi = cal.interval(scored.log_residual[fam == family], 0.8)
+        assert meta[f"interval_{family}"] == pytest.approx([lo, hi], abs=1e-4), family
     rows = coverage.rows(scored)
     assert rows[0]["group"] == "stack pytorch" and rows[0]["runs"] == 57 and rows[0]["kind"] == "held-out"
     assert {r["group"].strip() for r in rows[1:]} == {"transformer", "cnn"}
@@ -125,7 +131,6 @@ def test_a_generation_with_its_own_held_out_interval_widens_it():
     family; an answer on that generation takes the wider of it and the family's."""
     from dataclasses import replace
 
-    from costs.fit import calibration as cal
     from planner.calibrate import fitting
     from planner.calibrate.predict import RunTable
     from planner.calibrate.profile import generation
@@ -156,7 +161,6 @@ def test_held_out_intervals_are_estimated_without_the_run_s_source():
     source would state (the other sources' 80% quantiles), not the profile's own quantiles of the
     same residuals, which would cover 80% by construction. optimized-cnn's Pascal runs are all of
     one source: without it no run of the generation is left, so they get the unseen spread."""
-    from costs.fit import calibration as cal
     from planner.calibrate.profile import generation
     from planner.metrics.model import UNSEEN_SD_LOG, Z80
 
