@@ -22,8 +22,10 @@ def test_unseen_interval_is_the_measured_spread():
     assert model.family == "transformer" and model.unseen_sd == UNSEEN_SD_LOG["transformer"] == 0.517
     lo, hi = model.interval_for("CDNA3")
     assert hi == pytest.approx(math.exp(Z80 * 0.517)) and lo == pytest.approx(1 / hi)
-    # fitted, its own held-out interval inside the family's (Ampere's): the profile's own
-    assert model.interval_for("Ampere") == model.interval
+    # fitted: the stack's interval widened to the generation's own held-out one (configs/profiles/
+    # megatron.toml: Ampere's runs reach 1.0662 x predicted, past the stack's 0.8302 to 1.0566)
+    assert model.interval == (0.8302, 1.0566)
+    assert model.interval_for("Ampere") == (0.8302, 1.0662)
     assert model.fitted("Hopper") and not model.fitted("CDNA3") and not model.fitted("Blackwell")
 
 
