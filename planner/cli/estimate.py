@@ -54,7 +54,7 @@ LLM_COLUMNS = [
 ]
 
 _SCHEDULE_HELP = "Transformers: pipeline schedule: 1f1b (with --interleave), zb1p, dualpipe or dualpipev."
-_SEQ_LEN_HELP = "Transformers: sequence length (default: the model's)."
+_ATTENTION_WORDS = {k: f", {k} attention (--attention; not the net spec's)" for k in ("flash", "standard")}
 
 
 @app.command()
@@ -168,7 +168,7 @@ def estimate(
         int | None,
         typer.Option(help="Transformers: sequences per step; microbatches = global / (dp x microbatch)."),
     ] = None,
-    seq_len: Annotated[int | None, typer.Option(help=_SEQ_LEN_HELP)] = None,
+    seq_len: host.SeqLen = None,
     attention: host.Attention = None,
     image_size: ImageSize = None,
     convergence: Convergence = "auto",
@@ -202,7 +202,7 @@ def _print_text(records: list[dict]) -> None:
         f"{r0['net']} on {r0['device']} over {r0['network']}, {r0['scaling']} scaling, "
         f"{r0['parallel']} parallel, {r0['precision']}, rules {r0['rules']}"
         + (f", stack {r0['stack']}" if r0.get("stack") else "")
-        + (f", {r0['attention']} attention (--attention; not the net spec's)" if r0.get("attention") else "")
+        + _ATTENTION_WORDS.get(r0.get("attention"), "")
         + (f", {r0['accumulation']} microbatches per step" if r0["accumulation"] != 1 else "")
         + "; J/step: energy at the meter per optimizer step (--pue; per million samples in --format json)"
     )

@@ -104,6 +104,7 @@ RankOrder = Annotated[
         metavar="ORDER",
     ),
 ]
+SeqLen = Annotated[int | None, typer.Option(help="Transformers: sequence length (default: the model's).")]
 Attention = Annotated[
     str | None,
     typer.Option(
