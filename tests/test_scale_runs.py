@@ -106,7 +106,7 @@ def test_llama3_405b_layouts_in_either_rank_order():
     meta = _tflops(PP_INSIDE_DP, "meta-llama3-roce")
     megatron = _tflops(MEGATRON, "meta-llama3-roce")
     assert meta == pytest.approx(flat, rel=1e-12)
-    assert meta == pytest.approx([410.5, 386.7, 329.4], abs=0.05)
-    assert megatron == pytest.approx([408.6, 373.0, 324.6], abs=0.05)
+    assert meta == pytest.approx([410.0, 386.3, 330.8], abs=0.05)
+    assert megatron == pytest.approx([408.1, 372.6, 326.1], abs=0.05)
     drop = [1.0 - b / a for a, b in zip(meta, megatron, strict=True)]
     assert 0.0 < drop[0] < 0.01 and all(0.01 < d < 0.05 for d in drop[1:]), drop
