@@ -363,7 +363,7 @@ def attention_override(meta: dict[str, Any]) -> dict[str, str]:
 
 
 def _rewrite(path: Path) -> None:
-    """Regenerate a file's ``layers; the description stays readable, one layer per line."""
+    """Regenerate a file's ``layers``; the description stays readable, one layer per line."""
     spec = json.loads(path.read_text())
     layers = build_layers(spec["model"])
     head = json.dumps({k: v for k, v in spec.items() if k != "layers"}, indent=2)
