@@ -3,7 +3,8 @@
 Every run of configs/measurements/llm.csv and scale.csv ran on its GPUs, so its layout fit in
 their memory. planner's memory model (costs/llm/memory.py: model states under ZeRO, activations
 per Korthikanti et al. 2022 times the microbatches the first pipeline stage keeps in flight) is
-applied to each run's own layout, with Adam and each shipped stack's gradient buffers (all of
+applied to each run's own layout and attention kernel (its ``attention`` column, else its net
+spec's), with Adam and each shipped stack's gradient buffers (all of
 them at the parameters' precision), and compared with the GPU's memory. A run predicted above
 it is an error of the model (or of what the row records), not of the run; the script lists
 every run above ``SHOWN`` of its GPU's memory and counts those above 90% (planner's default
@@ -31,7 +32,11 @@ SHOWN = 0.85  # list runs predicted above this share of their GPU's memory
 
 def predicted(path: str) -> list[tuple[object, float, float]]:
     """(run, predicted bytes per GPU, the GPU's memory in bytes) of every transformer run."""
-    runs = measurements.load(str(ROOT / path))
+    return predicted_runs(measurements.load(str(ROOT / path)))
+
+
+def predicted_runs(runs: list) -> list[tuple[object, float, float]]:
+    """:func:`predicted` of measured runs already read (each at its own attention kernel)."""
     table = RunTable(runs, "modern")
     out = []
     for g in table.groups:

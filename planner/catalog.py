@@ -366,33 +366,33 @@ def training(name: str) -> training_defaults.TrainingDefaults:
 
 
 @lru_cache(maxsize=64)
-def _net(path: str, rules_name: str, seq_len: int | None = None, image_size: int | None = None):
+def _net(path: str, rules_name: str, seq_len: int | None = None, image_size=None, attention=None):
     from costs.rules import get_rules
     from costs.specs.graph import build_net
     from costs.specs.vision_nets import resized
     from planner.request.netfile import read_net
 
     spec = read_net(path)  # bounded; a Hugging Face config.json's layers built
-    spec = resized(spec, Path(path).name, seq_len, image_size)  # None: the spec's own
+    spec = resized(spec, Path(path).name, seq_len, image_size, attention)  # None: the spec's own
     return build_net(spec, Path(path).name, get_rules(rules_name))
 
 
-def load_net(name: str, rules: str, seq_len: int | None = None, image_size: int | None = None):
+def load_net(name: str, rules: str, seq_len: int | None = None, image_size=None, attention=None):
     """Parse a zoo net or spec file under a rule set (cached), a transformer at ``seq_len``."""
-    return _net(str(net_path(name)), rules, seq_len, image_size)
+    return _net(str(net_path(name)), rules, seq_len, image_size, attention)
 
 
 @lru_cache(maxsize=64)
-def _costs(path: str, rules_name: str, algorithm: str, seq_len: int | None = None, image_size=None):
+def _costs(path: str, rules_name: str, algorithm: str, *shape):  # seq_len, image_size, attention
     from costs.rules import get_rules
     from costs.specs import coefficients
 
-    return coefficients.build(_net(path, rules_name, seq_len, image_size), get_rules(rules_name), algorithm)
+    return coefficients.build(_net(path, rules_name, *shape), get_rules(rules_name), algorithm)
 
 
-def net_costs(name: str, rules: str, algorithm: str = "gemm", seq_len: int | None = None, image_size=None):
-    """Per-layer cost coefficients of a net (cached per net, rules, algorithm, length, image px)."""
-    return _costs(str(net_path(name)), rules, algorithm, seq_len, image_size)
+def net_costs(name: str, rules: str, algorithm="gemm", seq_len=None, image_size=None, attention=None):
+    """Per-layer cost coefficients of a net (cached per net, rules, algorithm, length, px, kernel)."""
+    return _costs(str(net_path(name)), rules, algorithm, seq_len, image_size, attention)
 
 
 def profile_data(name: str) -> dict:

@@ -193,6 +193,9 @@ NAME_TEXT = st.one_of(
             "meta",
             "1f1b,zb1p",
             "nonblocking2",
+            "flash ",
+            "FLASH",
+            "fused",
         ]
     ),
     st.text(alphabet="abcdefghijklmnopqrstuvwxyz-_.,/0123456789", min_size=1, max_size=300),
@@ -204,6 +207,7 @@ NAMED = {
     "--pp-schedule": ["--tp", "2", "--pp", "2", "--stack", "fsdp"],
     "--stack": ["--tp", "2"],
     "--cp-comm": ["--cp", "2"],
+    "--attention": ["--tp", "2"],
 }
 
 

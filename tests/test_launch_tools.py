@@ -387,6 +387,10 @@ def _mcore(flags: dict[str, object], plan: LaunchPlan):
         value = fixed if fixed is not None else value
         if isinstance(value, str) and value.isdigit():
             value = int(value)
+        if name == "attention_backend":  # argument_utils.py's enum type: AttnBackend[name]
+            from megatron.core.transformer.enums import AttnBackend
+
+            value = AttnBackend[value]
         if name in fields:
             tc[name] = value
         elif name in ddp_fields:

@@ -15,7 +15,8 @@ HEADER = (
     "framework,data,seq_len,accumulation,tp,pp,url,date,notes"
 ).split(",")
 # llm.csv adds how the run recomputed activations, overlapped and sharded (ZeRO stage, sequence and
-# expert parallelism), interleaved its pipeline, and how its source counts FLOPs
+# expert parallelism), interleaved its pipeline, which attention kernel it ran and how its source
+# counts FLOPs
 LLM_HEADER = (
     HEADER[:17]
     + [
@@ -28,6 +29,7 @@ LLM_HEADER = (
         "cp",
         "cp_comm",
         "pp_schedule",
+        "attention",  # the run's attention kernel where it is not the net spec's
         "flops_counting",
     ]
     + HEADER[17:]

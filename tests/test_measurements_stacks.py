@@ -19,7 +19,8 @@ from planner.calibrate.predict import RunTable
 ROOT = Path(__file__).resolve().parent.parent
 MEAS = ROOT / "configs" / "measurements"
 FILES = ("pytorch.csv", "new-gpus.csv", "scale.csv")
-# the header of llm.csv: both files use it, CNN rows leave the LLM columns empty
+# the header of llm.csv without its attention column: both files use it, CNN rows leave the LLM
+# columns empty
 LLM_HEADER = (
     "source,net,device,precision,gpus,gpus_per_node,network,batch_per_gpu,scheme,metric,value,framework,"
     "data,seq_len,accumulation,tp,pp,recompute,tp_overlap,zero,sp,ep,interleave,cp,cp_comm,pp_schedule,flops_counting,url,date,notes"

@@ -335,6 +335,33 @@ def with_seq_len(spec: dict[str, Any], seq_len: int, name: str) -> dict[str, Any
     return {**spec, "model": m, "layers": build_layers(m)}
 
 
+ATTENTION = _CHOICES["attention"]  # the attention kernels a run can use (--attention)
+
+
+def with_attention(spec: dict[str, Any], attention: str, name: str) -> dict[str, Any]:
+    """A transformer spec rebuilt with another attention kernel (``--attention``: the kernel is
+    the run's, e.g. a GPT-3 trained today with fused attention); ``spec_attention`` names the
+    spec's own kernel where it differs (answers state the override). Unchanged when the same."""
+    if attention not in ATTENTION:
+        raise SpecError(f"--attention '{attention}' (valid: {', '.join(ATTENTION)})")
+    model = spec.get("model")
+    if not isinstance(model, dict):
+        raise SpecError(
+            f"--attention {attention} applies to transformer nets (a 'model' description); '{name}' is not one"
+        )
+    own = model.get("attention", _DEFAULTS["attention"])
+    if own == attention:
+        return spec
+    m = {**model, "attention": attention}
+    return {**spec, "model": m, "layers": build_layers(m), "spec_attention": own}
+
+
+def attention_override(meta: dict[str, Any]) -> dict[str, str]:
+    """``{"attention": kernel}`` of a net built with another kernel than its spec's (a record's
+    field, named only then); {} otherwise. ``meta`` is a built net's ``meta``."""
+    return {"attention": meta["model"]["attention"]} if meta.get("spec_attention") else {}
+
+
 def _rewrite(path: Path) -> None:
     """Regenerate a file's ``layers``; the description stays readable, one layer per line."""
     spec = json.loads(path.read_text())

@@ -266,12 +266,20 @@ def with_image_size(spec: dict[str, Any], size: int, name: str) -> dict[str, Any
 
 
 def resized(
-    spec: dict[str, Any], name: str, seq_len: int | None = None, image_size: int | None = None
+    spec: dict[str, Any],
+    name: str,
+    seq_len: int | None = None,
+    image_size: int | None = None,
+    attention: str | None = None,
 ) -> dict:
-    """A spec at another sequence length (transformers) or image size (vision nets); None: its own.
-    A vision spec written as its description alone gets its layers here."""
+    """A spec at another sequence length and attention kernel (transformers) or image size (vision
+    nets); None: its own. A vision spec written as its description alone gets its layers here."""
     if isinstance(spec.get("vision"), dict) and "layers" not in spec:
         spec = {**spec, "layers": build_layers(spec["vision"])}
+    if attention is not None:
+        from costs.specs.transformer_spec import with_attention
+
+        spec = with_attention(spec, attention, name)
     if seq_len is not None:  # 0 or less is refused by with_seq_len
         from costs.specs.transformer_spec import with_seq_len
 

@@ -17,7 +17,9 @@ per GPU, Megatron's interleaved schedule; default 1, more only with ``pp`` > 1),
 its source states it: ``cpu``, JPEG decoding on the host's cores; ``dali``, decoding on the GPU;
 ``none``, data already decoded; empty: ``none``, no input bound, as before the column) with
 ``cpu_cores_per_gpu`` (host cores decoding for one GPU in the run; empty: the assumed host's;
-planner.loaders), ``flops_counting`` (see
+planner.loaders), ``attention`` (the run's attention kernel, ``standard`` or ``flash``: it
+belongs to the software, e.g. Transformer Engine's fused attention; empty: the net spec's; a
+transformer net only), ``flops_counting`` (see
 :mod:`planner.calibrate.flops`), ``url``, ``date``, ``notes`` and anything else (kept, not read).
 
 ``metric`` is ``samples_per_s`` (all GPUs together; a transformer's sample is one sequence),
@@ -43,6 +45,7 @@ from costs.comm.ranks import MEGATRON, ORDERS
 from costs.hardware import PRECISIONS
 from costs.llm.context import CP_COMM
 from costs.llm.pipeline import SCHEDULES
+from costs.specs.transformer_spec import ATTENTION
 from planner import catalog, hosts
 from planner.calibrate import flops
 from planner.errors import BadInput, PlannerError
@@ -106,6 +109,7 @@ class Run:
     ep_overlap: bool = False  # expert all-to-alls overlapped with compute (EP_OVERLAP_FRAMEWORKS)
     data_loader: str = "none"  # the input pipeline (planner.loaders): cpu | dali | none
     cpu_cores_per_gpu: float | None = None  # host cores decoding for one GPU (None: assumed host's)
+    attention: str | None = None  # the run's attention kernel (ATTENTION); None: the net spec's
     flops_per_sample: float | None = None  # model FLOPs per sequence as the source counts them
 
     @property
@@ -193,17 +197,33 @@ def _ep(row: _Row, gpus: int, tp: int, pp: int) -> int:
     return ep
 
 
-def _recompute(row: _Row, net: str) -> str:
+def _recompute(row: _Row, net: str, attention: str | None) -> str:
     """The recomputation policy; ``selective`` (Korthikanti et al.'s: the core attention again)
-    needs a net whose attention is not one fused kernel."""
+    needs a run whose attention is not one fused kernel (its ``attention``, else its net's)."""
     value = row.choice("recompute", RECOMPUTE, "recompute policy", allow_empty=True)
-    if value == "selective" and not net.endswith(".json"):
-        if catalog.net_spec(net).get("model", {}).get("attention") == "flash":
-            raise row.fail(
-                "recompute",
-                f"selective recomputes standard attention; {net}'s flash kernel keeps no scores (valid: none, full)",
-            )
+    if value == "selective" and not net.endswith(".json") and kernel(net, attention) == "flash":
+        raise row.fail(
+            "recompute",
+            f"selective recomputes standard attention; the run's flash kernel (column attention, else "
+            f"{net}'s) keeps no scores (valid: none, full)",
+        )
     return value
+
+
+def kernel(net: str, attention: str | None) -> str:
+    """The attention kernel a run of ``net`` is costed with: its ``attention`` column's, else its
+    net spec's (standard where the spec names none)."""
+    model = catalog.net_spec(net).get("model") if attention is None else None
+    return attention or (model or {}).get("attention", "standard")
+
+
+def _attention(row: _Row, net: str) -> str | None:
+    """The run's attention kernel (empty: None, the net spec's); a net without a transformer
+    ``model`` description has no kernel to choose."""
+    value = row.choice("attention", ("", *ATTENTION), "attention kernel", allow_empty=True)
+    if value and not net.endswith(".json") and not isinstance(catalog.net_spec(net).get("model"), dict):
+        raise row.fail("attention", f"'{value}' needs a transformer net ({net} has no 'model'; valid: empty)")
+    return value or None
 
 
 def _interleave(row: _Row, pp: int) -> int:
@@ -291,6 +311,7 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
     metric = row.choice("metric", METRICS, "metric")
     seq_len = row.integer("seq_len", default=None) if "seq_len" in row.data else None
     tp, pp = _parallel(row, gpus)
+    attention = _attention(row, net)
     return Run(
         row=row.index,
         source=row.text("source"),
@@ -312,7 +333,7 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         ep=_ep(row, gpus, tp, pp),
         zero=_zero(row),
         sp=row.choice("sp", ("", "no", "yes"), "yes or no", allow_empty=True) == "yes",
-        recompute=_recompute(row, net),
+        recompute=_recompute(row, net, attention),
         tp_overlap=row.choice("tp_overlap", ("", "no", "yes"), "yes or no", allow_empty=True) == "yes",
         cp=row.integer("cp", default=1),
         cp_comm=row.choice("cp_comm", ("", *CP_COMM), "context-parallel exchange", allow_empty=True) or "p2p",
@@ -321,6 +342,7 @@ def _parse(row: _Row, nets: set[str], devices: dict, networks: dict) -> Run:
         rank_order=_rank_order(row),
         ep_overlap=bool(EP_OVERLAP_FRAMEWORKS.match(row.text("framework", allow_empty=True))),
         flops_per_sample=_flops(row, net, metric, seq_len),
+        attention=attention,
         **dict(zip(("data_loader", "cpu_cores_per_gpu"), _loader(row), strict=True)),
     )
 

@@ -23,9 +23,10 @@ from planner.errors import BadInput, PlannerError
 MARGIN = 2.25
 
 
-def flops_per_sample(net: str, seq_len: int | None) -> float:
-    """Forward and backward FLOPs of one sample (one sequence) of ``net`` at ``seq_len``."""
-    costs = catalog.net_costs(net, "modern", "gemm", seq_len or None)
+def flops_per_sample(net: str, seq_len: int | None, attention: str | None = None) -> float:
+    """Forward and backward FLOPs of one sample (one sequence) of ``net`` at ``seq_len`` with
+    the ``attention`` kernel (None: the spec's; a flash kernel skips a causal mask's tiles)."""
+    costs = catalog.net_costs(net, "modern", "gemm", seq_len or None, None, attention)
     return float(np.sum(costs.flops.b))  # each term is a + b x batch: b is per sample
 
 
@@ -34,10 +35,10 @@ def check(runs: Sequence, name: str) -> None:
     the file, the row and the column."""
     per_sample: dict[tuple, float] = {}
     for r in runs:
-        key = (r.net, r.seq_len)
+        key = (r.net, r.seq_len, r.attention)
         if key not in per_sample:
             try:
-                per_sample[key] = flops_per_sample(r.net, r.seq_len)
+                per_sample[key] = flops_per_sample(*key)
             except PlannerError:  # a spec path read from elsewhere: the prediction will say so
                 per_sample[key] = 0.0
         peaks = catalog.device(r.device).device.peak_flops
@@ -57,5 +58,5 @@ def worst(runs: Sequence) -> float:
     for r in runs:
         peaks = catalog.device(r.device).device.peak_flops
         peak = peaks.get(r.precision) or max(peaks.values(), default=0.0)
-        out = max(out, r.samples_per_s * flops_per_sample(r.net, r.seq_len) / r.gpus / peak)
+        out = max(out, r.samples_per_s * flops_per_sample(r.net, r.seq_len, r.attention) / r.gpus / peak)
     return out

@@ -2,9 +2,9 @@
 
 Each run becomes one data-parallel plan (its device, precision, GPUs, GPUs per node, batch per
 GPU, scheme, gradient accumulation, the device's own link inside a node and the run's network
-between nodes); a transformer is costed at the run's sequence length. :class:`RunTable` does the
-per-run work once (catalog look-ups, net costs, plan columns), so a calibration can re-score every
-run for each trial parameter vector cheaply. Runs split by tensor or pipeline parallelism become
+between nodes); a transformer is costed at the run's sequence length and attention kernel.
+:class:`RunTable` does the per-run work once (catalog look-ups, net costs, plan columns), so a
+calibration can re-score every run for each trial parameter vector cheaply. Runs split by tensor or pipeline parallelism become
 plans of the LLM evaluator (modern rules); :func:`predictable` sets them aside under PALEO's.
 """
 
@@ -66,10 +66,11 @@ class RunTable:
         self.measured = np.array([r.samples_per_s for r in self.runs], dtype=float)
         self.sources = tuple(r.source for r in self.runs)
         groups = []
-        keys = [(r.net, r.seq_len or 0, r.rank_order) for r in self.runs]
-        for net, seq, order in dict.fromkeys(keys):
-            rows = np.array([i for i, k in enumerate(keys) if k == (net, seq, order)])
-            costs = catalog.net_costs(net, rules, algorithm, seq or None)  # 0: the spec's own
+        keys = [(r.net, r.seq_len or 0, r.rank_order, r.attention) for r in self.runs]
+        for net, seq, order, attention in dict.fromkeys(keys):
+            rows = np.array([i for i, k in enumerate(keys) if k == (net, seq, order, attention)])
+            # seq 0 and attention None: the spec's own
+            costs = catalog.net_costs(net, rules, algorithm, seq or None, None, attention)
             plans_ = self._plans(costs, [self.runs[i] for i in rows])
             loader = _loader_kwargs([self.runs[i] for i in rows])
             groups.append(_NetGroup(rows, costs, plans_, "model" in costs.net.meta, loader, order))

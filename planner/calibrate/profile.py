@@ -162,13 +162,14 @@ def _winograd_groups(runs, base: Efficiency, index: dict[str, int]) -> dict[str,
 
 
 def _attention_groups(runs, base: Efficiency, index: dict[str, int]) -> dict[str, float]:
-    """Generations with runs of a transformer whose attention is fused (flash), with the
+    """Generations with runs whose attention is fused (flash: the run's kernel), with the
     largest default attention factor among their devices."""
-    nets = {r.net for r in runs}
-    flash = {n for n in nets if catalog.net_spec(n).get("model", {}).get("attention") == "flash"}
+    from planner.calibrate.measurements import kernel
+
+    flash = {k for k in {(r.net, r.attention) for r in runs} if kernel(*k) == "flash"}
     out: dict[str, float] = {}
     for r in runs:
-        if r.net in flash:
+        if (r.net, r.attention) in flash:
             g = _generation(r.device)
             out[g] = max(out.get(g, 0.0), float(base.attention[index[r.device]]))
     return dict(sorted(out.items()))

@@ -53,8 +53,8 @@ LLM_COLUMNS = [
     ("memory_gb_per_gpu", "mem GB"),
 ]
 
-
 _SCHEDULE_HELP = "Transformers: pipeline schedule: 1f1b (with --interleave), zb1p, dualpipe or dualpipev."
+_ATTENTION_WORDS = {k: f", {k} attention (--attention; not the net spec's)" for k in ("flash", "standard")}
 
 
 @app.command()
@@ -168,9 +168,8 @@ def estimate(
         int | None,
         typer.Option(help="Transformers: sequences per step; microbatches = global / (dp x microbatch)."),
     ] = None,
-    seq_len: Annotated[
-        int | None, typer.Option(help="Transformers: sequence length (default: the model's).")
-    ] = None,
+    seq_len: host.SeqLen = None,
+    attention: host.Attention = None,
     image_size: ImageSize = None,
     convergence: Convergence = "auto",
     pue: Annotated[
@@ -203,6 +202,7 @@ def _print_text(records: list[dict]) -> None:
         f"{r0['net']} on {r0['device']} over {r0['network']}, {r0['scaling']} scaling, "
         f"{r0['parallel']} parallel, {r0['precision']}, rules {r0['rules']}"
         + (f", stack {r0['stack']}" if r0.get("stack") else "")
+        + _ATTENTION_WORDS.get(r0.get("attention"), "")
         + (f", {r0['accumulation']} microbatches per step" if r0["accumulation"] != 1 else "")
         + "; J/step: energy at the meter per optimizer step (--pue; per million samples in --format json)"
     )
@@ -273,7 +273,7 @@ def _estimate_request(o: dict):
             grid_intensity=o["grid_intensity"],
             memory_headroom=o["memory_headroom"],
         )
-        req = replace(req, **{k: o[k] for k in ("stack", "fabric", "rank_order") if o.get(k) is not None})
+        req = replace(req, **{k: o[k] for k in ("stack", *host.RUN_KEYS) if o.get(k) is not None})
     elif o["net"] is None:
         from planner.errors import BadInput
 
@@ -304,7 +304,7 @@ def _estimate_request(o: dict):
             instance=o["instance"],
             cpu_cores_per_gpu=o["cpu_cores_per_gpu"],
             nics=o["nics"],
-            **host.network_fields(o),  # --fabric, --rank-order
+            **host.run_fields(o),  # --fabric, --rank-order, --attention
             tp=o["tp"],
             pp=o["pp"],
             zero=o["zero"],

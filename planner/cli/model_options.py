@@ -104,21 +104,42 @@ RankOrder = Annotated[
         metavar="ORDER",
     ),
 ]
+SeqLen = Annotated[int | None, typer.Option(help="Transformers: sequence length (default: the model's).")]
+Attention = Annotated[
+    str | None,
+    typer.Option(
+        help="Transformers: the run's attention kernel, standard (the s^2 softmax scores kept in memory; "
+        "selective recomputation recomputes them) or flash (one fused kernel: no scores kept, a causal "
+        "mask's masked tiles skipped). Default: the net spec's; the kernel belongs to the software, e.g. "
+        "GPT-3 175B on Megatron-Core or NeMo with Transformer Engine runs flash.",
+        metavar="KERNEL",
+    ),
+]
 Nics = Annotated[
     int | None,
     typer.Option(help="NICs per node between nodes, each at --network's rate (default: each instance's)."),
 ]
 
 
-def network_parameters() -> list[inspect.Parameter]:
-    """`optimize` and `pareto`'s network options (--fabric, --rank-order), for a Typer command's signature."""
+RUN_KEYS = ("fabric", "rank_order", "attention")  # the run's options of run_parameters, as fields
+
+
+def run_parameters() -> list[inspect.Parameter]:
+    """`optimize` and `pareto`'s options of the run that are not the net's or a searched axis:
+    --fabric, --rank-order and --attention, for a Typer command's signature."""
     kw = inspect.Parameter.KEYWORD_ONLY
     return [
         inspect.Parameter("fabric", kw, default=None, annotation=Fabric),
         inspect.Parameter("rank_order", kw, default=None, annotation=RankOrder),
+        inspect.Parameter("attention", kw, default=None, annotation=Attention),
     ]
 
 
-def network_fields(opts: dict) -> dict:
-    """The OptimizeRequest fields of --fabric and --rank-order in ``opts`` (the defaults where absent)."""
-    return {"fabric": opts.get("fabric") or "nonblocking", "rank_order": opts.get("rank_order") or MEGATRON}
+def run_fields(opts: dict) -> dict:
+    """The request fields of --fabric, --rank-order and --attention in ``opts`` (defaults where
+    absent; attention None: the net spec's kernel)."""
+    return {
+        "fabric": opts.get("fabric") or "nonblocking",
+        "rank_order": opts.get("rank_order") or MEGATRON,
+        "attention": opts.get("attention"),
+    }

@@ -270,7 +270,7 @@ def _optimize_request(opts: dict):
         instance=opts.get("instance"),
         cpu_cores_per_gpu=opts.get("cpu_cores_per_gpu"),
         nics=opts.get("nics"),
-        **goodput_options.request_fields(opts) | model_options.network_fields(opts),
+        **goodput_options.request_fields(opts) | model_options.run_fields(opts),
         conv_algorithm=opts["conv_algorithm"].value,
         trials=opts["trials"],
         timeout=opts["timeout"],
@@ -352,7 +352,7 @@ def _axis_parameters() -> list[inspect.Parameter]:
 def _optimize_signature(axes: bool) -> inspect.Signature:
     """`optimize`'s options, the goodput and network options, plus (``axes``) the declared axes'."""
     params = [p for p in _OPTIMIZE_OPTIONS.parameters.values() if p.kind is not p.VAR_KEYWORD]
-    extra = goodput_options.parameters() + model_options.network_parameters()
+    extra = goodput_options.parameters() + model_options.run_parameters()
     extra += _axis_parameters() if axes else []
     return _OPTIMIZE_OPTIONS.replace(parameters=params + extra)
 

@@ -16,6 +16,7 @@ from costs.comm import schemes as comm
 from costs.comm.ranks import MEGATRON
 from costs.llm.evaluator import description
 from costs.model import evaluate, plans
+from costs.specs.transformer_spec import attention_override
 from planner import catalog, resizing
 from planner.epochs import resolve
 from planner.errors import BadInput, UnsupportedError
@@ -69,7 +70,7 @@ def estimate(req: EstimateRequest) -> list[dict]:
     info = catalog.device(req.device)
     net_info = catalog.network(req.network)
     size = resizing.largest(req.image_size)  # a schedule's largest: memory must fit it
-    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, req.seq_len, size)
+    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, req.seq_len, size, req.attention)
     resize = resizing.phase_costs(req.image_size, req.net, req.rules, req.conv_algorithm, req.seq_len)
     llm = description(costs)
     precision = _precision(req, info, llm is not None)
@@ -95,6 +96,7 @@ def estimate(req: EstimateRequest) -> list[dict]:
         if model.rank_order != MEGATRON:  # and a rank order other than Megatron-Core's its order
             rec["rank_order"] = model.rank_order
         rec.update(model.host_record(0, req.gpus_per_node) if model.modern else {})
+        rec.update(attention_override(costs.net.meta))  # and an attention kernel not the spec's
         if vision:  # and a vision net the input size it is costed at (or its resizing schedule)
             rec["image_size"] = resize.schedule.text if resize else int(vision["image_size"])
         if "total_ms_range" in rec:

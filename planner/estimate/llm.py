@@ -50,8 +50,8 @@ def check(req: EstimateRequest, m: dict, name: str) -> None:
     _check_cp(req, m)
     if req.recompute == "selective" and m.get("attention") == "flash":
         raise BadInput(
-            "--recompute selective recomputes standard attention; this model's flash kernel "
-            "keeps no scores (valid: none, full)"
+            "--recompute selective recomputes standard attention; the flash kernel (--attention or "
+            "the net spec's) keeps no scores (valid: none, full)"
         )
 
 

@@ -10,7 +10,12 @@ commit). ZeRO stages map onto Megatron's data-parallel options:
 1 = the distributed optimizer (optimizer state sharded), 2 = Megatron-FSDP sharding optimizer
 state and gradients (``--data-parallel-sharding-strategy optim_grads``), 3 = PyTorch FSDP2
 (``--use-torch-fsdp2``, parameters sharded too). A plan in rank order ``tp-cp-ep-pp-dp`` gets
-``--use-tp-pp-dp-mapping`` (megatron/training/initialize.py, same commit).
+``--use-tp-pp-dp-mapping`` (megatron/training/initialize.py, same commit). The plan's attention
+kernel is ``--attention-backend``, an argument Megatron-LM builds from TransformerConfig's
+``attention_backend`` field (an ``AttnBackend``: flash, fused, unfused, local, auto; default auto,
+Transformer Engine's choice; megatron/core/transformer/transformer_config.py and
+megatron/training/argument_utils.py, same commit): ``flash`` for a flash plan, ``unfused`` (the
+softmax scores materialised, as the plan's standard attention keeps them) for a standard one.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from planner.launch.plan import LaunchPlan
 from planner.launch.target import LaunchOptions, Target, args_text, shell_script, torchrun_prefix
 
 ARGS_FILE = "megatron_args.txt"
+ATTENTION_BACKEND = {"flash": "flash", "standard": "unfused"}  # plan kernel -> AttnBackend name
 
 
 def model_args(plan: LaunchPlan) -> list[str]:
@@ -39,6 +45,7 @@ def model_args(plan: LaunchPlan) -> list[str]:
         "--tokenizer-type", "NullTokenizer",
         "--vocab-size", str(m["vocab"]),
         "--mock-data",
+        "--attention-backend", ATTENTION_BACKEND[plan.attention],
     ]  # fmt: skip
     if kv < m["n_heads"]:
         args += ["--group-query-attention", "--num-query-groups", str(kv)]

@@ -20,6 +20,7 @@ from pathlib import Path
 from costs.comm.ranks import MEGATRON, ORDERS
 from costs.llm.context import CP_COMM
 from costs.llm.pipeline import SCHEDULES
+from costs.specs.transformer_spec import ATTENTION
 from planner.errors import BadInput
 from planner.request.files import read_json
 
@@ -62,6 +63,7 @@ class LaunchPlan:
     pp_schedule: str = "1f1b"  # costs.llm.pipeline.SCHEDULES
     rank_order: str = MEGATRON  # costs.comm.ranks.ORDERS: how the parallel groups lie over the GPUs
     ep_overlap: bool = False
+    attention: str = "standard"  # the attention kernel the plan is costed with (ATTENTION)
     seq_len: int | None = None
     model: dict | None = None
     iteration_ms: float | None = None
@@ -234,6 +236,8 @@ def plan_from_record(rec: dict, path: str | Path) -> LaunchPlan:
         pp_schedule=_choice(rec, "pp_schedule", path, SCHEDULES, "1f1b"),
         rank_order=_choice(rec, "rank_order", path, ORDERS, MEGATRON),
         ep_overlap=_flag(rec, "ep_overlap", path),
+        # a record names the kernel where a request set another than the net spec's (--attention)
+        attention=_choice(rec, "attention", path, ATTENTION, (model or {}).get("attention", "standard")),
         seq_len=_int(rec, "seq_len", path, default=model["seq_len"]) if model else None,
         model=model,
         iteration_ms=rec.get("iteration_ms") or rec.get("expected", {}).get("iteration_ms"),

@@ -151,6 +151,7 @@ def plan_file(p: dict, req: OptimizeRequest) -> dict:
         "fabric": req.fabric,  # the network between nodes (configs/fabrics.toml)
         "rank_order": req.rank_order,  # which GPUs each parallel group occupies (costs.comm.ranks)
         **({"seq_len": p["seq_len"]} if "seq_len" in p else {}),
+        **({"attention": p["attention"]} if "attention" in p else {}),  # a kernel not the spec's
         **({"image_size": p["image_size"]} if "image_size" in p else {}),
         **({"convergence": req.convergence} if req.convergence != "auto" else {}),
         # columns of the axes a user can set (e.g. accumulation), under their record keys

@@ -68,6 +68,7 @@ class EstimateRequest:
     microbatch: int | None = None  # sequences per GPU per microbatch (None: --batch's)
     global_batch: int | None = None  # sequences per step; sets the microbatches per step
     seq_len: int | None = None  # None: the model's
+    attention: str | None = None  # transformers: standard | flash kernel; None: the net spec's
     image_size: int | str | None = None  # vision nets: px a side or a resizing schedule; None: the net's
     convergence: str = "auto"  # epochs by global batch (planner.epochs.CHOICES); named: records state them
     memory_headroom: float | None = None  # share of GPU memory a plan may fill; None: the default
@@ -243,7 +244,7 @@ def _llm_keys(data: dict) -> dict:
     """A transformer plan's parallel degrees, ZeRO stage, recomputation and sequence length, as
     plan files record them (``sp``, ``tp_overlap`` and ``ep_overlap`` as on/off)."""
     out: dict = {k: int(data[k]) for k in ("tp", "pp", "zero", "ep", "interleave", "cp") if k in data}
-    for key in ("cp_comm", "pp_schedule"):
+    for key in ("cp_comm", "pp_schedule", "attention"):
         if data.get(key) is not None:
             out[key] = str(data[key])
     out.update({k: data[k] == "on" for k in ("sp", "tp_overlap", "ep_overlap") if k in data})

@@ -66,9 +66,8 @@ class OptimizeRequest:
     dataset_size: int | None = None
     global_batch: int | None = None  # None: the net's (transformers), else free
     seq_len: int | None = None  # transformers: None is the model's
-    image_size: int | str | None = (
-        None  # vision nets: px a side or a schedule (planner.resizing); None: the net's
-    )
+    image_size: int | str | None = None  # vision nets: px a side or a schedule; None: the net's
+    attention: str | None = None  # transformers: standard | flash kernel; None: the net spec's
     tokens: str | None = None  # transformers: training tokens ("15T", "2e12"); None: the net's
     global_batch_tokens: str | None = None  # transformers: tokens per optimizer step ("4M")
     memory_headroom: float | None = None  # share of GPU memory a plan may fill; None: the default
@@ -138,8 +137,8 @@ class Problem:
 def request_dict(req: OptimizeRequest) -> dict:
     """The request as plain data for run records: lists for tuples, axis options as keys."""
     data = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(req).items() if k != "axes"}
-    unset = {"image_size": None, "convergence": "auto", "fabric": "nonblocking"}  # recorded when set
-    unset["rank_order"] = fabrics.DEFAULT_ORDER  # (older run records lack them)
+    unset = {"image_size": None, "convergence": "auto", "fabric": "nonblocking", "attention": None}
+    unset["rank_order"] = fabrics.DEFAULT_ORDER  # recorded when set (older run records lack them)
     data = {k: v for k, v in data.items() if k not in unset or v != unset[k]}
     return {**data, **dict(req.axes)}
 
@@ -320,7 +319,7 @@ def validate(req: OptimizeRequest) -> Problem:
     net_info = catalog.network(req.network)
     req = replace(req, image_size=resizing.normal(req.image_size))
     size = resizing.largest(req.image_size)  # a schedule's largest: memory must fit it
-    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, req.seq_len, size)
+    costs = catalog.net_costs(req.net, req.rules, req.conv_algorithm, req.seq_len, size, req.attention)
     resize = resizing.phase_costs(req.image_size, req.net, req.rules, req.conv_algorithm, req.seq_len)
     llm = description(costs)
     if req.precision == "fp8" and llm is None:

@@ -55,6 +55,7 @@ OPTION_TYPES: dict[str, tuple[type, ...]] = {
     "dataset_size": (int,),
     "global_batch": (int,),
     "seq_len": (int,),  # transformers: tokens per sequence
+    "attention": (str,),  # transformers: the attention kernel, standard | flash
     "image_size": (int, str),  # vision nets: input side in px, or a resizing schedule (planner.resizing)
     "tokens": (str, int, float),  # transformers: "15T", 2e12
     "global_batch_tokens": (str, int, float),  # transformers: "4M"
