@@ -5,7 +5,9 @@
         --seq-len 8192 --batch 1 --accumulation 8 --zero 3 --precision bf16 --log-csv steps.csv
 
 ``--model-config`` is a JSON file of a transformers config (``model_type`` plus its fields, as
-`planner launch --target torchrun` writes it for the plan's net); ``--tiny`` builds a two-layer
+`planner launch --target torchrun` writes it for the plan's net); ``--attention`` is the plan's
+kernel (flash: PyTorch's fused scaled_dot_product_attention; standard: transformers' eager
+attention), recorded in the logged row's ``attention`` column; ``--tiny`` builds a two-layer
 Llama of width 64 that runs one step on a CPU. Data parallelism is PyTorch's (DDP, ZeRO-1's
 sharded optimizer state, FSDP2), or the engine of ``--deepspeed-config`` (DeepSpeed) or of
 ``--accelerate`` (Hugging Face accelerate, configured by `accelerate launch --config_file`).
@@ -31,6 +33,12 @@ TINY = {
 }
 
 
+# planner's attention kernel -> transformers' attn_implementation: "sdpa" is PyTorch's
+# scaled_dot_product_attention, whose fused kernels (FlashAttention, memory-efficient) keep no
+# s x s scores; "eager" multiplies Q K^T, softmax and V as separate operations and keeps the scores
+ATTENTION = {"flash": "sdpa", "standard": "eager"}
+
+
 def build(args) -> torch.nn.Module:
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -39,7 +47,7 @@ def build(args) -> torch.nn.Module:
     config = AutoConfig.for_model(spec.pop("model_type"), **spec)
     if args.recompute == "full":
         config.use_cache = False
-    model = AutoModelForCausalLM.from_config(config)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=ATTENTION[args.attention])
     if args.recompute == "full":  # every decoder layer's forward recomputed in the backward pass
         model.gradient_checkpointing_enable()
     return model
@@ -243,6 +251,7 @@ def main(argv: list[str] | None = None) -> dict:
     group.add_argument("--tiny", action="store_true", help="a two-layer Llama of width 64 (tests)")
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--recompute", choices=("none", "full"), default="none")
+    parser.add_argument("--attention", choices=tuple(ATTENTION), default="flash", help="the attention kernel")
     parser.add_argument("--deepspeed-config", default=None, help="train with DeepSpeed and this config")
     parser.add_argument("--accelerate", action="store_true", help="train with accelerate's Accelerator")
     common_arguments(parser)
@@ -266,7 +275,14 @@ def main(argv: list[str] | None = None) -> dict:
         )
     args.net = args.net or model.config.model_type
     row = log_row(
-        args, times, world, args.seq_len, f"transformers {how}", recompute=args.recompute, **degrees
+        args,
+        times,
+        world,
+        args.seq_len,
+        f"transformers {how}",
+        recompute=args.recompute,
+        attention=args.attention,
+        **degrees,
     )
     if rank == 0:
         print(f"{args.net}: {len(times)} steps, median {row['value']} ms per step")

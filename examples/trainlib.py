@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 COLUMNS = (
     "source,net,device,precision,gpus,gpus_per_node,network,batch_per_gpu,scheme,metric,value,"
-    "framework,data,seq_len,accumulation,tp,pp,recompute,tp_overlap,zero,sp,ep,interleave,cp,cp_comm,url,date,notes"
+    "framework,data,seq_len,accumulation,tp,pp,recompute,tp_overlap,zero,sp,ep,interleave,cp,cp_comm,attention,url,date,notes"
 ).split(",")
 AMP = {"fp16": torch.float16, "bf16": torch.bfloat16}
 

@@ -29,6 +29,8 @@ pytest.importorskip("torch", reason="the reference scripts need PyTorch: pip ins
 sys.path.insert(0, str(Path(__file__).parent))
 from test_launch import PLANS, llm  # noqa: E402
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"  # the reference scripts
+
 TINY_LLAMA = {
     "model_type": "llama",
     "hidden_size": 64,
@@ -127,6 +129,23 @@ def test_lm_example_runs_one_step_of_an_fsdp_plan(tmp_path, zero):
         run_one_step(plan, out, ["--seq-len", "32", "--steps", "1", "--warmup", "0"]), plan, tmp_path
     )
     assert run.seq_len == 32
+    assert run.attention == plan.attention  # the kernel it ran, which validate predicts it with
+
+
+@pytest.mark.parametrize(("attention", "implementation"), [("flash", "sdpa"), ("standard", "eager")])
+def test_lm_example_builds_the_plans_attention_kernel(attention, implementation):
+    """--attention flash runs PyTorch's fused scaled_dot_product_attention (no s x s scores
+    kept), standard transformers' eager attention (scores materialised), as the plan is costed."""
+    pytest.importorskip("transformers", reason="the LM script needs transformers: pip install '.[launch]'")
+    import argparse
+
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import train_lm
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    model = train_lm.build(argparse.Namespace(tiny=True, recompute="none", attention=attention))
+    assert model.config._attn_implementation == implementation
 
 
 @pytest.mark.slow

@@ -627,8 +627,8 @@ def test_accelerate_context_parallel_config_passes_accelerate_launch(plans, tmp_
     assert pc.cp_handler.cp_comm_strategy == {"p2p": "alltoall", "all_gather": "allgather"}[plan.cp_comm]
     node = (out / "accelerate.sh").read_text()
     assert (
-        f"--seq-len {plan.seq_len} --recompute none --batch {plan.microbatch} --accumulation {plan.accumulation}"
-        in node
+        f"--seq-len {plan.seq_len} --recompute none --attention flash --batch {plan.microbatch} "
+        f"--accumulation {plan.accumulation}" in node
     )
 
 

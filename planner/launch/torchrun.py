@@ -154,7 +154,7 @@ class Torchrun(Target):
         ]  # fmt: skip
         if plan.transformer:
             head = ["train_lm.py", "--model-config", "model_config.json", "--seq-len", str(plan.seq_len)]
-            return head + ["--recompute", plan.recompute] + common
+            return head + ["--recompute", plan.recompute, "--attention", plan.attention] + common
         return ["train_cnn.py", "--arch", plan.net, "--channels-last"] + common
 
     def node_command(self, plan: LaunchPlan, opts: LaunchOptions) -> str:
