@@ -43,10 +43,11 @@ def _share(mask: np.ndarray, covered: np.ndarray) -> str:
 
 def _own_interval(name: str, s: coverage.Scored) -> np.ndarray:
     """Whether each held-out prediction of ``s`` lies in the shipped profile's own interval."""
+    stack = CostModel.of("modern", stack=name)
+    models = {f: stack.for_net({"model": {}} if f == "transformer" else {}) for f in set(s.family)}
     out = np.zeros(len(s.family), dtype=bool)
     for i, (fam, gen) in enumerate(zip(s.family, s.generation, strict=True)):
-        model = CostModel.of("modern", stack=name).for_net({"model": {}} if fam == "transformer" else {})
-        lo, hi = model.interval_for(gen) or (np.nan, np.nan)
+        lo, hi = models[fam].interval_for(gen) or (np.nan, np.nan)
         out[i] = lo <= np.exp(-s.log_residual[i]) <= hi
     return out
 

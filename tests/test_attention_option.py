@@ -21,6 +21,7 @@ import shlex
 import pytest
 from test_fabric_cli import _json
 from test_fabric_cli import _run as _cli
+from test_launch import llm
 
 GPT3 = ["gpt3-175b", "--device", "H100_SXM", "--gpus-per-node", "8", "--workers", "8", "--tp", "8"]
 SCORE_BYTES = 96 * (2 * 96 * 2048**2 * 2 - 4 * 96 * 2048 * 2) / 8  # see the module docstring
@@ -185,26 +186,11 @@ def test_megatron_launch_writes_the_plans_attention_backend():
     flash for a flash plan, unfused (scores materialised) for a standard one."""
     from dataclasses import replace
 
-    from planner import catalog
-    from planner.launch.plan import LaunchPlan
     from planner.launch.registry import TARGETS
     from planner.launch.target import LaunchOptions
 
-    plan = LaunchPlan(
-        net="gpt3-175b",
-        device="H100_SXM",
-        network="ib_ndr",
-        gpus=64,
-        gpus_per_node=8,
-        precision="bf16",
-        scheme="ring",
-        microbatch=1,
-        accumulation=8,
-        global_batch=64,
-        tp=8,
-        pp=8,
-        seq_len=2048,
-        model=catalog.net_spec("gpt3-175b")["model"],
+    plan = llm(
+        net="gpt3-175b", gpus=64, microbatch=1, accumulation=8, tp=8, pp=8, sp=False, zero=0, seq_len=2048
     )
 
     def backend(p):
