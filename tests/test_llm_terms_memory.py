@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from llm_toy import BF16, FP32, evaluate, model
 
@@ -129,6 +130,44 @@ def test_interleaving_keeps_1_plus_p_minus_1_over_pv_times_more(p, v):
     _, r = evaluate(m, batch=b, workers=p, gpus_per_node=8, pp=p, accumulation=mb, interleave=[1, v])
     extra = min(p, mb) * (p - 1) / (p * v) * per_mb
     assert r.memory[1] - r.memory[0] == pytest.approx(extra, rel=1e-12)
+
+
+def _megatron_peak_chunks(p: int, v: int, m: int, r: int) -> int:
+    """Chunk forwards rank ``r`` holds at its peak under Megatron-Core's 1F1B: the warm-up
+    count of megatron/core/pipeline_parallel/schedules.py (``p - r - 1`` plain; interleaved
+    ``2 (p - r - 1) + (v - 1) G`` with microbatch groups G = p, capped at the step's ``m v``
+    chunk forwards, all of them when m = p) and the first steady-state forward, which runs
+    before the first backward."""
+    total = m * v
+    warm = p - r - 1 if v == 1 else 2 * (p - r - 1) + (v - 1) * p
+    return total if warm >= total or (v > 1 and m == p) else warm + 1
+
+
+@pytest.mark.parametrize(
+    "p,v,m", [(2, 1, 8), (4, 1, 3), (4, 2, 8), (4, 2, 4), (8, 4, 16), (16, 8, 32), (16, 8, 16)]
+)
+def test_each_rank_holds_megatrons_warm_up_plus_one(p, v, m):
+    """The first, second and last pipeline ranks' microbatches in flight (in whole stages: v
+    chunks each) are Megatron-Core's warm-up count plus one, over v: under interleaving every
+    rank holds about p microbatches, not only the first (Llama 3 405B: rank 1 holds 141 chunks
+    of 8, 17.6 stages, where plain 1F1B's rank 1 holds 15)."""
+    from costs.llm.pipeline import in_flight
+
+    got = [float(x) for x in in_flight(p, v, m)]
+    want = [_megatron_peak_chunks(p, v, m, r) / v for r in (0, 1, p - 1)]
+    assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_llama3_405b_split_puts_7_layers_on_the_ends():
+    """126 layers on 16 stages: 8 on each middle stage, 7 on the first and the last, the split
+    Llama 3 405B ran ("we reduce one Transformer layer each from the first and the last
+    stages", Dubey et al. 2024, arXiv:2407.21783, §3.3.2); the balance alone would put 8 on
+    the first and leave a middle stage one short, where fewer microbatches are in flight."""
+    from costs.llm.pipeline import _stages
+
+    one = np.array([1.0])
+    n1, nl, mid = _stages(126, np.array([16.0]), one, 0.01 * one, 0.7 * one)
+    assert (n1[0], nl[0], mid[0]) == (7, 7, 8)
 
 
 @pytest.mark.parametrize("dp", [2, 8])

@@ -43,7 +43,8 @@ Per plan: ``t`` = tp, ``p`` = pp, ``v`` = interleave, ``c`` = cp, ``m`` microbat
 
 Memory per GPU is :mod:`costs.llm.memory` on the pipeline GPU that needs the most: under 1F1B
 the first keeps ``min(p, m)`` microbatches in flight (``1 + (p - 1) / (p v)`` times that when
-interleaved; other schedules: :mod:`costs.llm.pipeline`).
+interleaved, where the middle and last ranks keep about as many: :func:`costs.llm.pipeline.in_flight`;
+other schedules: :mod:`costs.llm.pipeline`).
 Model FLOPs are the unsharded net's training FLOPs (6N plus attention; PaLM's MFU); hardware
 FLOPs add the recomputation.
 """

@@ -6,8 +6,9 @@ per microbatch: ``F`` forward, ``B`` the whole backward, ``W`` its weight-gradie
 the communication a microbatch exposes; ``v`` virtual stages per GPU (interleaving):
 
   1f1b       PipeDream-Flush / Megatron's 1F1B, interleaved when v > 1 (Narayanan et al. 2021,
-             arXiv:2104.04473, §2.2): ``(p - 1) / v (F + B + c)``; the first GPU keeps ``p``
-             microbatches' activations, ``1 + (p - 1) / (p v)`` times that when interleaved
+             arXiv:2104.04473, §2.2): ``(p - 1) / v (F + B + c)``; rank ``r`` keeps ``p - r``
+             microbatches' activations, ``p + (p - 1 - 2r) / v`` when interleaved (every rank
+             about ``p``: :func:`in_flight`)
   zb1p       zero-bubble ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", ICLR,
              arXiv:2401.10241, §3): weight gradients fill the bubble, ``(p - 1) / v (F + B + c - 2W)``;
              1F1B's memory (torch.distributed.pipelining's ScheduleInterleavedZeroBubble)
@@ -69,15 +70,45 @@ def _stages(L: int, p, unit, emb, head):
     nl = np.where(p == 2, L - n1, np.clip(np.rint(w - head / unit), 0, L - n1))
     mid = np.where(p > 2, np.ceil((L - n1 - nl) / np.maximum(p - 2, 1)), 0.0)
     one = p == 1
+    # Where the middle stages do not all fill to ``mid`` (126 layers on 16 stages: 8 first, 7
+    # last, 111 on 14 middle stages of at most 8), the first stage, which keeps the most
+    # microbatches in flight, takes the short count, down to one block fewer than a full middle
+    # stage: 7 + 14 x 8 + 7, Llama 3 405B's split ("we reduce one Transformer layer each from the
+    # first and the last stages", Dubey et al. 2024, arXiv:2407.21783, §3.3.2; Megatron-Core's
+    # --account-for-embedding-in-pipeline-split). No stage's time grows.
+    surplus = np.where(p > 2, np.maximum(n1 + nl + (p - 2) * mid - L, 0), 0)
+    n1 = np.minimum(n1, np.maximum(n1 - surplus, mid - 1))
     return np.where(one, L, n1), np.where(one, L, nl), mid
+
+
+def in_flight(p, v, m) -> tuple:
+    """Microbatches of a stage's activations held at the peak by pipeline ranks 0, 1 and
+    ``p - 1`` under 1F1B: rank ``r`` runs ``p - 1 - r`` warm-up forwards, then one more forward
+    before its first backward, so it holds ``min(p - r, m)``. Interleaved over ``v`` model
+    chunks, Megatron-Core's warm-up is ``2 (p - 1 - r) + (v - 1) G`` chunk forwards with
+    microbatch groups of ``G = p`` (megatron/core/pipeline_parallel/schedules.py,
+    ``get_pp_rank_microbatches``, microbatch_group_size_per_vp_stage defaulting to the pipeline
+    size), each chunk ``1 / v`` of the stage: ``p + (p - 1 - 2 r) / v`` microbatches of the
+    stage, or all ``m`` when ``m <= p`` (every forward of the step before any backward), and ``1 + (p - 1) / (p v)``
+    times plain 1F1B's ``p`` on rank 0 (Korthikanti et al. 2022, arXiv:2205.05198, §4)."""
+    p = np.asarray(p, dtype=float)
+    m = np.asarray(m, dtype=float)
+    inter = np.asarray(v) > 1
+    vv = np.maximum(np.asarray(v, dtype=float), 1.0)
+
+    def rank(r):
+        # interleaved with m <= p, Megatron-Core runs every forward before any backward
+        mixed = np.where(m <= p, m, np.minimum(p + (p - 1 - 2 * r) / vv, m))
+        return np.where(inter, mixed, np.minimum(p - r, m))
+
+    return rank(0.0), rank(1.0), rank(p - 1)
 
 
 def _linear(L: int, p, v, m, unit, emb, head) -> Kinds:
     """1F1B and ZB1P: the first, the last and a middle GPU."""
     n1, nl, mid = _stages(L, p, unit, emb, head)
     one = (p == 1).astype(float)
-    interleaved = np.where(v > 1, 1.0 + (p - 1) / (p * v), 1.0)
-    flight = np.minimum(p, m) * interleaved
+    first, middle, last = in_flight(p, v, m)
     return Kinds(
         blocks=(n1, nl, mid),
         emb=(1.0, one, 0.0),
@@ -85,8 +116,8 @@ def _linear(L: int, p, v, m, unit, emb, head) -> Kinds:
         param_blocks=(n1, nl, mid),
         param_emb=(1.0, one, 0.0),
         param_head=(one, 1.0, 0.0),
-        # a middle stage exists from p = 3; the last keeps one microbatch (or the first's, p = 1)
-        flight=(flight, np.where(one > 0, flight, 1.0), np.where(p > 2, np.minimum(p - 1, m), 0.0)),
+        # a middle stage (rank 1) exists from p = 3; with p = 1 the last GPU is the first
+        flight=(first, np.where(one > 0, first, last), np.where(p > 2, middle, 0.0)),
         logits=(one, 1.0, 0.0),
     )
 
