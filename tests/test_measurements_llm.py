@@ -9,6 +9,8 @@ aggregate petaFLOP/s for the 1.7B model on 48 GPUs.
 
 from __future__ import annotations
 
+import csv
+
 import numpy as np
 import pytest
 
@@ -260,7 +262,32 @@ def test_pipelines_interleave_whole_layers(shipped):
         if not r.source.startswith("deepseek-"):  # HAI-LLM: 61 layers, PP 16
             assert layers % (r.pp * r.interleave) == 0, (r.source, r.net)
         assert r.interleave == 1 or r.pp > 1
-    assert {r.interleave for r in shipped["llm.csv"]} == {1, 5, 6}
+    assert {r.interleave for r in shipped["llm.csv"]} == {1, 5, 6, 7, 12, 16, 23, 42}
+
+
+def test_megatron_core_readme_pipelines_are_interleaved_one_layer_per_stage(shipped):
+    """Megatron-Core's 2024 README overlaps pipeline communication in every run, and
+    Megatron-LM at its commit turns that overlap off without virtual stages (arguments.py,
+    validate_args): each PP > 1 run interleaves. 23 and 7 layers per stage (119B, 462B) split
+    only into single layers; the others take the same one layer per virtual stage."""
+    runs = [r for r in shipped["llm.csv"] if r.source == "megatron-core-readme-2024-h100"]
+    piped = {r.net: (r.pp, r.interleave) for r in runs if r.pp > 1}
+    assert piped == {
+        "megatron-core-gpt-70b": (2, 42),
+        "megatron-core-gpt-119b": (4, 23),
+        "megatron-core-gpt-177b": (6, 16),
+        "megatron-core-gpt-314b": (8, 12),
+        "megatron-core-gpt-462b": (16, 7),
+    }
+    for r in runs:
+        layers = catalog.net_spec(r.net)["model"]["n_layers"]
+        assert r.interleave == (layers // r.pp if r.pp > 1 else 1)
+    with open(catalog.configs_dir() / "measurements" / "llm.csv", newline="") as f:
+        notes = [
+            row["notes"] for row in csv.DictReader(f) if row["source"] == "megatron-core-readme-2024-h100"
+        ]
+    cited = "Overlap P2P communication is disabled if not using the interleaved schedule"
+    assert sum(cited in n for n in notes) == len(piped)
 
 
 def test_fp8_runs_count_the_flops_their_summaries_print(shipped):
