@@ -5,10 +5,11 @@ decoding costs the GPU itself.
   (samples/s per core) x the plan's host cores per GPU (planner.hosts: the instance's, or the
   assumed host's, or ``--cpu-cores-per-gpu``).
 - ``dali``: decoding on the GPU. A GPU with a hardware JPEG decoder (devices.toml
-  ``jpeg_decoders`` > 0, cited: A100, A30, H100, H200, GH200, B200) runs at [loader.gpu_dali] (an A100 figure, not
-  credited with the later GPUs' extra decoder engines) and the decoding is off the SMs. An NVIDIA
-  GPU without one (or one the catalog cites none for: the conservative reading) decodes on its SMs: [loader.gpu_dali_sm] scaled by its FP32 peak over the
-  A100's, and that time is charged to every step. DALI is CUDA-only: other vendors' GPUs read
+  ``jpeg_decoders`` > 0, cited: A100, A30, L4, H100, H200, GH200, B200, GB200, B300) runs at
+  [loader.gpu_dali] (an A100 figure, not credited with the later GPUs' extra decoder engines)
+  and the decoding is off the SMs. An NVIDIA GPU without one (or one the catalog cites none for:
+  the conservative reading) decodes on its SMs: [loader.gpu_dali_sm] scaled by its FP32 peak
+  over the A100's, and that time is charged to every step. DALI is CUDA-only: other vendors' GPUs read
   their data through the ``cpu`` loader, and the answer says so.
 - ``none``: data already decoded (synthetic or in memory): no bound.
 """

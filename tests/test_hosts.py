@@ -174,15 +174,17 @@ def test_dali_per_gpu_hardware_decoder_sm_decoding_and_no_dali_on_amd():
     assert "its 32 hardware JPEG cores serve AMD's rocJPEG" in loaders.describe("dali", table, 2, 8)["loader"]
 
 
-@pytest.mark.parametrize("key", ["A30", "H100_PCIE", "H100_SXM", "H200", "GH200", "B200"])
+@pytest.mark.parametrize(
+    "key", ["A30", "L4", "H100_PCIE", "H100_SXM", "H200", "GH200", "B200", "GB200", "B300"]
+)
 def test_dali_uses_the_vendor_cited_hardware_decoders(key):
-    """NVIDIA's MIG User Guide gives these GPUs' full-GPU profiles JPEG engines (devices.toml)."""
+    """NVIDIA's MIG User Guide or product datasheets give these GPUs JPEG engines (devices.toml)."""
     assert loaders.device_mode("dali", key) == "dali-hw"
     rate, decode = loaders.per_plan("dali", _table([key]), np.array([0]), np.array([8]))
     assert rate[0] == 7000.0 and decode[0] == 0.0
 
 
-@pytest.mark.parametrize("key", ["L4", "L40S", "GB200", "B300", "T4"])
+@pytest.mark.parametrize("key", ["L40", "L40S", "H800", "A10G", "T4"])
 def test_dali_without_a_cited_decoder_decodes_on_the_sms(key):
     """No vendor source states these GPUs' JPEG engines: the conservative reading, SM decoding."""
     assert loaders.device_mode("dali", key) == "dali-sm"

@@ -120,15 +120,23 @@ def test_jpeg_decoder_counts_are_cited(key):
 def test_jpeg_decoder_reference_counts():
     # A100 whitepaper p. 54: one 5-core NVJPG engine. NVIDIA's MIG User Guide, Supported MIG
     # Profiles, the full-GPU profile of each table: H100 80GB (PCIe and SXM5) 7g.80gb, H200
-    # 7g.141gb and H100 on GH200 7g.96gb "7 NVDECs /7 JPEG"; A30 4g.24gb "1 JPEG"; B200 7g.180gb
-    # JPEG 1. AMD rocJPEG docs: MI300X 32 JPEG cores (unused by planner: DALI is CUDA-only).
+    # 7g.141gb and H100 on GH200 7g.96gb "7 NVDECs /7 JPEG"; A30 4g.24gb "1 JPEG". Product
+    # datasheets' "Decoders" rows: NVIDIA Blackwell datasheet "7 NVDEC, 7 nvJPEG" per HGX B200 and
+    # GB200 NVL72 GPU; Blackwell Ultra datasheet the same per HGX B300 GPU; NVIDIA L4 page
+    # "NVENC | NVDEC | JPEG decoders" "2 | 4 | 4". AMD rocJPEG docs: MI300X 32 JPEG cores (unused
+    # by planner: DALI is CUDA-only).
     got = {k: v["jpeg_decoders"] for k, v in DEVICES.items() if "jpeg_decoders" in v}
     assert got["A100_40GB"] == got["A100_80GB"] == got["A100_40GB_PCIE"] == got["A100_80GB_PCIE"] == 1
     assert got["H100_SXM"] == got["H100_PCIE"] == got["H200"] == got["GH200"] == 7
-    assert got["A30"] == got["B200"] == 1 and got["MI300X"] == 32
-    for key in ("H100_SXM", "H100_PCIE", "H200", "GH200", "A30", "B200"):
+    assert got["B200"] == got["GB200"] == got["B300"] == 7 and got["L4"] == 4
+    assert got["A30"] == 1 and got["MI300X"] == 32
+    for key in ("H100_SXM", "H100_PCIE", "H200", "GH200", "A30"):
         assert "docs.nvidia.com/datacenter/tesla/mig-user-guide" in DEVICES[key]["jpeg_source"]
+    for key in ("B200", "GB200"):
+        assert "blackwell-datasheet" in DEVICES[key]["jpeg_source"]
+    assert "blackwell-ultra-datasheet" in DEVICES["B300"]["jpeg_source"]
+    assert "nvidia.com/en-us/data-center/l4/" in DEVICES["L4"]["jpeg_source"]
     # no vendor source found (see the devices.toml header): absent, not zero
-    assert not {"L4", "L40S", "T4", "GB200", "B300", "MI325X"} & set(got)
+    assert not {"L40", "L40S", "T4", "V100_16GB", "A10G", "H800", "MI325X"} & set(got)
     assert all("jpeg_source" in DEVICES[k] for k in got)
     assert not any("jpeg_source" in v and "jpeg_decoders" not in v for v in DEVICES.values())
