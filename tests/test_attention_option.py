@@ -36,7 +36,8 @@ def test_flash_and_standard_differ_by_the_score_terms(capsys):
         SCORE_BYTES, rel=1e-9
     )
     assert flash["total_ms"] < standard["total_ms"]  # half the causal scores' matmuls skipped
-    assert flash["attention"] == "flash" and "attention" not in standard  # the spec's: not named
+    assert (flash["attention"], flash["attention_source"]) == ("flash", "--attention")
+    assert (standard["attention"], standard["attention_source"]) == ("standard", "net spec")  # the spec's
     plain = _json(capsys, "estimate", *GPT3, "--batch", "2")[0]
     assert plain == standard
 
@@ -77,7 +78,7 @@ def test_optimize_answer_reproduce_line_plan_files_and_launch_carry_the_kernel(c
     assert again[0]["total_ms"] == pytest.approx(best["iteration_ms"], rel=1e-9)
     assert again[0]["attention"] == "flash"
     code, out, _ = _cli(capsys, "optimize", *SEARCH, "--attention", "flash", "--out", str(tmp_path / "t"))
-    assert code == 0 and "  attention: flash (no s^2 scores kept; --attention, not the net spec's)" in out
+    assert code == 0 and ", flash attention (--attention; not the net spec's)" in out
     code, _, err = _cli(capsys, "pareto", *SEARCH, "--attention", "flash", "--out", str(tmp_path / "p"))
     assert code == 0, err
     files = sorted((tmp_path / "p").glob("plan_*.json"))
@@ -90,12 +91,13 @@ def test_optimize_answer_reproduce_line_plan_files_and_launch_carry_the_kernel(c
         assert row["attention"] == "flash"
         # --plan with --attention: the option wins, as --fabric and --rank-order do
         back = _json(capsys, "estimate", "--plan", str(path), "--attention", "standard")[0]
-        assert "attention" not in back and back["memory_gb_per_gpu"] > row["memory_gb_per_gpu"]
+        assert back["attention_source"] == "net spec" and back["memory_gb_per_gpu"] > row["memory_gb_per_gpu"]
     from planner.launch.plan import load_plan
 
     assert load_plan(files[0]).attention == "flash"
     plain = _json(capsys, "optimize", *SEARCH, "--out", str(tmp_path / "d"))
-    assert "attention" not in plain["best"] and "attention" not in plain["request"]
+    assert (plain["best"]["attention"], plain["best"]["attention_source"]) == ("standard", "net spec")
+    assert "attention" not in plain["request"]
     assert "--attention" not in plain["best"]["estimate_command"]
 
 

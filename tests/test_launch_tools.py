@@ -308,6 +308,31 @@ def test_torchtitan_arguments_parse_with_its_config_manager(plans, tmp_path, whi
     assert (cfg.activation_checkpoint is None) == (plan.recompute == "none")
 
 
+@pytest.mark.parametrize("kernel", ["flash", "standard"])
+def test_torchtitan_states_the_attention_kernel_its_config_runs(plans, tmp_path, kernel):
+    """No torchtitan release takes the attention kernel as an option: the parsed 0.3 config runs
+    FlexAttention whatever the plan's kernel, and the files say so (and, for a plan costed with
+    standard attention, that torchtitan runs a fused kernel instead)."""
+    need("torchtitan")
+    from torchtitan.config import ConfigManager
+    from torchtitan.models.common.attention import FlexAttention, VarlenAttention
+
+    from planner.launch.torchtitan import CONFIGS
+
+    plan = dataclasses.replace(plans["llama"], attention=kernel)
+    out = files_for(plan, "torchtitan", tmp_path)
+    module, config = CONFIGS[plan.net]
+    args = shlex.split((out / "torchtitan_args.txt").read_text())
+    cfg = ConfigManager().parse_args(["--module", module, "--config", config, *args])
+    assert any(cfg.model_spec.model.traverse(FlexAttention.Config))
+    assert not any(cfg.model_spec.model.traverse(VarlenAttention.Config))
+    for name in ("torchtitan.sh", "torchtitan_job.toml"):
+        notes = [x for x in (out / name).read_text().splitlines() if x.startswith("# attention: ")]
+        assert len(notes) == 1 and "FlexAttention" in notes[0] and "SDPA" in notes[0]
+        assert ("not the plan's standard kernel" in notes[0]) == (kernel == "standard")
+        assert ("as the plan's flash kernel" in notes[0]) == (kernel == "flash")
+
+
 TORCHTITAN_TOML_CHECK = textwrap.dedent(
     """
     import sys
@@ -482,21 +507,28 @@ def test_megatron_arguments_pass_megatron_lm_validate_args(plans, tmp_path, whic
 BRIDGE_MIXED_PRECISION = ("bf16_mixed", "fp16_mixed", "bf16_with_fp8_current_scaling_mixed")
 
 
-def test_nemo_overrides_build_the_config_containers_megatron_core_classes(plans, tmp_path):
+@pytest.mark.parametrize("kernel, backend", [("flash", "flash"), ("standard", "unfused")])
+def test_nemo_overrides_build_the_config_containers_megatron_core_classes(plans, tmp_path, kernel, backend):
     """Megatron-Bridge needs Transformer Engine and CUDA to import, so its ConfigContainer's own
     classes (Megatron-Core's TransformerConfig and DistributedDataParallelConfig) check the
-    overrides, with the model's shape from the recipe's net."""
+    overrides, with the model's shape from the recipe's net; the plan's attention kernel is the
+    TransformerConfig's attention_backend."""
     need("megatron.core")
     import torch
     from megatron.core.distributed import DistributedDataParallelConfig
     from megatron.core.num_microbatches_calculator import ConstantNumMicroBatchesCalculator
     from megatron.core.transformer import TransformerConfig
+    from megatron.core.transformer.enums import AttnBackend
 
-    plan = plans["llama"]
+    assert plans["llama"].attention == "flash"  # Llama 3's spec kernel, from the search's record
+    plan = dataclasses.replace(plans["llama"], attention=kernel)
     lines = (files_for(plan, "nemo", tmp_path) / "nemo_overrides.txt").read_text().split()
     kv = dict(line.split("=", 1) for line in lines)
     value = lambda v: {"true": True, "false": False, "null": None}.get(v, int(v) if v.isdigit() else v)  # noqa: E731
     model = {k[6:]: value(v) for k, v in kv.items() if k.startswith("model.")}
+    # the override names an AttnBackend member, which OmegaConf's EnumNode looks up by name
+    # (omegaconf/nodes.py, EnumNode.validate_and_convert_to_enum: enum_type[value])
+    model["attention_backend"] = AttnBackend[model["attention_backend"]]
     ddp = {k[4:]: value(v) for k, v in kv.items() if k.startswith("ddp.")}
     m = plan.model
     shape = dict(num_layers=m["n_layers"], hidden_size=m["d_model"], num_attention_heads=m["n_heads"])
@@ -505,6 +537,7 @@ def test_nemo_overrides_build_the_config_containers_megatron_core_classes(plans,
     micro, glob = int(kv["train.micro_batch_size"]), int(kv["train.global_batch_size"])
     assert ConstantNumMicroBatchesCalculator(glob, micro, plan.dp, False, 0).get() == plan.accumulation
     assert (config.tensor_model_parallel_size, config.sequence_parallel) == (plan.tp, plan.sp)
+    assert config.attention_backend is AttnBackend[backend]
     assert kv["mixed_precision"] in BRIDGE_MIXED_PRECISION
 
 

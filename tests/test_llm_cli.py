@@ -110,7 +110,8 @@ def test_optimize_json_records_carry_the_llm_fields(capsys):
 
 
 def test_a_sweep_over_transformers_with_model_parallel_keys(tmp_path, capsys):
-    """Sweep specs take the model-parallel axes' keys; the summary carries TP and PP."""
+    """Sweep specs take the model-parallel axes' keys; the summary carries TP and PP, and each
+    net's attention kernel (BERT's spec: standard; Llama 3's: flash)."""
     import csv
 
     spec = tmp_path / "s.yaml"
@@ -126,6 +127,9 @@ def test_a_sweep_over_transformers_with_model_parallel_keys(tmp_path, capsys):
     for r in rows:
         assert r["state"] == "done" and int(r["tp"]) in (1, 2, 4) and r["recompute"] in ("none", "full")
         assert int(r["tp"]) * int(r["pp"]) * int(r["dp"]) == int(r["gpus"])
+    assert [r["attention"] for r in rows] == ["standard", "flash"]
+    md = (results / "llm" / "summary.md").read_text()
+    assert ", standard attention |" in md and ", flash attention |" in md
     capsys.readouterr()
 
 

@@ -356,10 +356,13 @@ def with_attention(spec: dict[str, Any], attention: str, name: str) -> dict[str,
     return {**spec, "model": m, "layers": build_layers(m), "spec_attention": own}
 
 
-def attention_override(meta: dict[str, Any]) -> dict[str, str]:
-    """``{"attention": kernel}`` of a net built with another kernel than its spec's (a record's
-    field, named only then); {} otherwise. ``meta`` is a built net's ``meta``."""
-    return {"attention": meta["model"]["attention"]} if meta.get("spec_attention") else {}
+def attention_fields(meta: dict[str, Any]) -> dict[str, str]:
+    """A built net's (``meta``) attention kernel and its source, ``--attention`` (not its spec's) or
+    ``net spec``: a record's ``attention`` and ``attention_source``; {} for a net without ``model``."""
+    if not isinstance(meta.get("model"), dict):
+        return {}
+    source = "--attention" if meta.get("spec_attention") else "net spec"
+    return {"attention": meta["model"].get("attention", "standard"), "attention_source": source}
 
 
 def _rewrite(path: Path) -> None:

@@ -54,7 +54,6 @@ LLM_COLUMNS = [
 ]
 
 _SCHEDULE_HELP = "Transformers: pipeline schedule: 1f1b (with --interleave), zb1p, dualpipe or dualpipev."
-_ATTENTION_WORDS = {k: f", {k} attention (--attention; not the net spec's)" for k in ("flash", "standard")}
 
 
 @app.command()
@@ -196,13 +195,14 @@ def estimate(
 def _print_text(records: list[dict]) -> None:
     """The estimate as a table with its header, memory, stack and interval lines."""
     from planner.report import render
+    from planner.report.text import attention_words
 
     r0 = records[0]
     typer.echo(
         f"{r0['net']} on {r0['device']} over {r0['network']}, {r0['scaling']} scaling, "
         f"{r0['parallel']} parallel, {r0['precision']}, rules {r0['rules']}"
         + (f", stack {r0['stack']}" if r0.get("stack") else "")
-        + _ATTENTION_WORDS.get(r0.get("attention"), "")
+        + attention_words(r0)
         + (f", {r0['accumulation']} microbatches per step" if r0["accumulation"] != 1 else "")
         + "; J/step: energy at the meter per optimizer step (--pue; per million samples in --format json)"
     )

@@ -288,7 +288,7 @@ def pareto(**opts) -> None:
     from planner.pipeline import pareto as run
     from planner.report import render
     from planner.report.files import run_dir, write_atomic
-    from planner.report.pareto_table import CLI_COLUMNS
+    from planner.report.pareto_table import CLI_COLUMNS, LLM_COLUMNS
     from planner.request.files import check_writable
 
     opts["emit"] = emit_option_check(opts["emit"], opts["target"], opts["storage"])
@@ -305,7 +305,7 @@ def pareto(**opts) -> None:
     if len({p.get("stack") for p in data["front"]}) > 1:
         cols[2:2] = [("stack", "stack")]
     if data["front"] and "tp" in data["front"][0] and "tokens_per_s" in data["front"][0]:
-        cols[5:5] = [("tp", "TP"), ("pp", "PP"), ("dp", "DP"), ("zero", "ZeRO"), ("recompute", "recompute")]
+        cols[5:5] = LLM_COLUMNS
         cols[-1:-1] = [("tokens_per_s", "tokens/s"), ("mfu", "MFU")]
     typer.echo(
         f"Pareto front of {req.net}: {len(data['front'])} plan{'s' if len(data['front']) != 1 else ''} "

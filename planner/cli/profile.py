@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from planner.cli.app import app
+from planner.cli.model_options import Attention
 
 INSTALL_HINT = "planner profile needs PyTorch: pip install 'planner[profile]' (or pip install torch)"
 
@@ -57,6 +58,7 @@ def profile(
     seq_len: Annotated[
         int | None, typer.Option(help="Transformers: tokens per sequence (default: the spec's).")
     ] = None,
+    attention: Attention = None,
     precision: Annotated[
         ProfilePrecision, typer.Option(help="fp32, tf32, or bf16/fp16 autocast with fp32 master weights.")
     ] = ProfilePrecision.fp32,
@@ -106,6 +108,7 @@ def profile(
         net=net,
         batches=tuple(parse_int_list(batch, "--batch")) if batch else (),
         seq_len=seq_len,
+        attention=attention,
         precision=precision.value,
         optimizer=optimizer,
         steps=steps,

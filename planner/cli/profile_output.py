@@ -10,6 +10,7 @@ import typer
 from planner.profile import compare
 from planner.profile.rows import CPU, PEAK_COLUMNS, to_csv
 from planner.report import render
+from planner.report.text import attention_words
 
 STEP_COLUMNS = [
     ("batch", "batch"),
@@ -28,7 +29,7 @@ STEP_COLUMNS = [
 def _where(result) -> str:
     e = result.env
     driver = f", driver {e.driver}" if e.driver else ""
-    text = f"{result.net} on {e.name} ({e.key}{driver}, torch {e.torch})"
+    text = f"{result.net} on {e.name} ({e.key}{driver}, torch {e.torch}){attention_words(result.attention)}"
     if result.device == "cpu":
         text += "; measured on the CPU: planner calibrate refuses CPU rows (a GPU profile needs GPU runs)"
         if result.predict_key:

@@ -16,7 +16,7 @@ from costs.comm import schemes as comm
 from costs.comm.ranks import MEGATRON
 from costs.llm.evaluator import description
 from costs.model import evaluate, plans
-from costs.specs.transformer_spec import attention_override
+from costs.specs.transformer_spec import attention_fields
 from planner import catalog, resizing
 from planner.epochs import resolve
 from planner.errors import BadInput, UnsupportedError
@@ -96,7 +96,7 @@ def estimate(req: EstimateRequest) -> list[dict]:
         if model.rank_order != MEGATRON:  # and a rank order other than Megatron-Core's its order
             rec["rank_order"] = model.rank_order
         rec.update(model.host_record(0, req.gpus_per_node) if model.modern else {})
-        rec.update(attention_override(costs.net.meta))  # and an attention kernel not the spec's
+        rec.update(attention_fields(costs.net.meta))  # and a transformer its attention kernel
         if vision:  # and a vision net the input size it is costed at (or its resizing schedule)
             rec["image_size"] = resize.schedule.text if resize else int(vision["image_size"])
         if "total_ms_range" in rec:

@@ -6,12 +6,17 @@ Megatron-Core TransformerConfig, ``ddp`` Megatron-Core's DistributedDataParallel
 ``train`` holds the batch sizes (NVIDIA-NeMo/Megatron-Bridge, scripts/training/README.md and
 src/megatron/bridge/training/config.py, commit 067f987df03b8355b03192d88d70f1709fedf51a,
 2026-08-22). ZeRO 1 is the distributed optimizer, 2 and 3 Megatron-FSDP's ``optim_grads`` and
-``optim_grads_params`` sharding.
+``optim_grads_params`` sharding. The plan's attention kernel is ``model.attention_backend``, the
+TransformerConfig field a recipe override sets by its ``AttnBackend`` member's name
+(docs/training/attention-optimizations.md, commit 8bb68862e96631b47d01b45c521674430c691333, names
+``model.attention_backend=fused``; megatron/core/transformer/enums.py of megatron-core 0.16.1:
+flash, fused, unfused, local, auto): ``flash`` for a flash plan, ``unfused`` for a standard one, as
+the megatron target's ``--attention-backend``.
 """
 
 from __future__ import annotations
 
-from planner.launch.megatron import megatron_refusal
+from planner.launch.megatron import ATTENTION_BACKEND, megatron_refusal
 from planner.launch.plan import LaunchPlan
 from planner.launch.target import LaunchOptions, Target, shell_script
 
@@ -55,6 +60,7 @@ def overrides(plan: LaunchPlan) -> dict[str, object]:
         "model.recompute_method": method,
         "model.recompute_num_layers": layers,
         "model.tp_comm_overlap": plan.tp_overlap,
+        "model.attention_backend": ATTENTION_BACKEND[plan.attention],
         "train.micro_batch_size": plan.microbatch,
         "train.global_batch_size": plan.global_batch,
         "ddp.use_distributed_optimizer": plan.zero >= 1,

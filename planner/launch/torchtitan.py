@@ -16,6 +16,16 @@ FSDP2 on a (replicate, shard) mesh: ZeRO 0 replicates (``data_parallel_replicate
 ZeRO 2 and 3 shard (``data_parallel_shard_degree``) and keep parameters gathered after the
 forward pass (``fsdp_reshard_after_forward = never``, ZeRO-2) or free them (``always``, ZeRO-3).
 FSDP2 shards parameters, gradients and optimizer state together, so there is no ZeRO-1.
+
+Neither release takes the attention kernel as an option. 0.3's config_registry functions build
+the model with model_registry's default ``attn_backend = "flex"`` (FlexAttention;
+torchtitan/models/llama3/__init__.py of torchtitan 0.3.0) inside a ``model_spec`` the command line
+cannot set (``Trainer.Config.model_spec`` is ``tyro.conf.Suppress``, torchtitan/trainer.py); the
+0.2.x flavors 8B and 70B have ``attn_type = "sdpa"`` (torchtitan/models/llama3/__init__.py and
+model/args.py of torchtitan 0.2.2): PyTorch's scaled_dot_product_attention trying cuDNN, then flash
+attention, before the math kernel (torchtitan/models/attention.py, same release). Both are fused
+kernels that keep no s^2 scores, so the files run the default and say which kernel that is, and,
+for a plan costed with standard attention, that torchtitan runs a fused one instead.
 """
 
 from __future__ import annotations
@@ -76,6 +86,18 @@ def _training(plan: LaunchPlan) -> dict[str, object]:
     }
 
 
+def attention_note(plan: LaunchPlan) -> str:
+    """A comment line saying which attention kernel torchtitan runs for the plan (see the module
+    docstring: no release takes one as an option)."""
+    ran = "torchtitan runs a fused kernel (0.3: FlexAttention; 0.2.x: SDPA's cuDNN or flash attention)"
+    if plan.attention == "flash":
+        return f"# attention: {ran}, as the plan's flash kernel"
+    return (
+        f"# attention: {ran}, not the plan's standard kernel (it has no option for one): "
+        "no s^2 scores kept, so less memory and a shorter step than planned"
+    )
+
+
 def _toml_value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -108,6 +130,7 @@ def job_toml(plan: LaunchPlan) -> str:
             "precompute_float8_dynamic_scale_for_fsdp": sharded,
         }
     lines = ["# torchtitan 0.2.x job: torchrun ... -m torchtitan.train --job.config_file " + TOML_FILE]
+    lines.append(attention_note(plan))
     for section, fields in sections.items():
         lines += ["", f"[{section}]"] + [f"{k} = {_toml_value(v)}" for k, v in fields.items()]
     return "\n".join(lines) + "\n"
@@ -199,6 +222,7 @@ class Torchtitan(Target):
         script = shell_script(
             [
                 "# one node of the plan (pip install torchtitan; the tokenizer under the job's hf_assets_path)",
+                attention_note(plan),
                 ': "${NODE_RANK:=0}" "${MASTER_ADDR:=localhost}" "${MASTER_PORT:=' + str(opts.port) + '}"',
                 'cd "$(dirname "$0")"',
                 self.node_command(plan, opts),

@@ -1,5 +1,6 @@
 """The net a profile measures: a zoo net, a spec file or a Hugging Face config.json, with a
-transformer's sequence length (and, for tests, its depth and vocabulary) overridden.
+transformer's sequence length and attention kernel (and, for tests, its depth and vocabulary)
+overridden.
 
 Transformers are rebuilt from their ``model`` description (:mod:`costs.specs.transformer_spec`), so
 an override changes the modelled net and the measured net alike. No torch here.
@@ -13,7 +14,7 @@ from pathlib import Path
 from costs.rules import get_rules
 from costs.specs import hf_config
 from costs.specs.graph import Net, build_net, load_spec
-from costs.specs.transformer_spec import build_layers
+from costs.specs.transformer_spec import build_layers, with_attention
 from planner import catalog
 from planner.errors import BadInput
 
@@ -28,6 +29,7 @@ class Overrides:
     n_layers: int | None = None
     vocab: int | None = None
     model: tuple[tuple[str, int], ...] = ()  # other model fields (tests build narrow copies)
+    attention: str | None = None  # standard | flash (--attention); None: the spec's
 
     def any(self) -> bool:
         return bool(self.model) or any(v is not None for v in (self.seq_len, self.n_layers, self.vocab))
@@ -64,6 +66,8 @@ def load(name: str, over: Overrides | None = None) -> Net:
     """The shaped net under the modern rules (a SpecError or BadInput names what is wrong)."""
     over = over or Overrides()
     spec, source = _spec(name)
+    if over.attention is not None:  # estimate's --attention checks: a bad kernel or a CNN is one line
+        spec = with_attention(spec, over.attention, source)
     if "model" in spec:
         model = _model(spec, over, source)
         spec = {**spec, "model": model, "layers": build_layers(model)}

@@ -3,7 +3,7 @@
 from its name. No torch here.
 
 One row per (precision, batch): ``metric`` ``samples_per_s`` (the batch over the median step
-time), the phases in ``notes``. A batch that ran out of memory is a row with ``metric``
+time), the phases in ``notes``, a transformer's attention kernel in ``attention``. A batch that ran out of memory is a row with ``metric``
 ``out_of_memory`` and no value, which the loader skips. Rows measured on the CPU carry the
 device ``cpu``, which ``calibrate`` refuses: a GPU's profile is fitted from GPU rows only.
 """
@@ -21,7 +21,7 @@ from planner.report.render import safe_cell
 
 COLUMNS = (
     "source,net,device,precision,gpus,gpus_per_node,network,batch_per_gpu,scheme,metric,value,"
-    "framework,data,seq_len,accumulation,tp,pp,url,date,notes"
+    "framework,data,seq_len,accumulation,tp,pp,attention,url,date,notes"
 ).split(",")
 CPU = "cpu"
 OOM_METRIC = "out_of_memory"
@@ -85,8 +85,11 @@ def _fmt(x: float) -> str:
     return f"{x:.4f}"
 
 
-def row(env: Env, net: str, precision: str, step, settings: str, seq_len: int | None) -> dict:
-    """One CSV row of a :class:`planner.profile.timing.Step` (seconds inside, ms in notes)."""
+def row(
+    env: Env, net: str, precision: str, step, settings: str, seq_len: int | None, attention: str | None = None
+) -> dict:
+    """One CSV row of a :class:`planner.profile.timing.Step` (seconds inside, ms in notes); a
+    transformer's ``attention`` kernel (standard | flash) as the run's, a CNN's None."""
     common = {c: "" for c in COLUMNS} | {
         "source": env.source,
         "net": net,
@@ -98,6 +101,7 @@ def row(env: Env, net: str, precision: str, step, settings: str, seq_len: int | 
         "framework": f"pytorch-{env.torch}",
         "data": "synthetic",
         "seq_len": seq_len or "",
+        "attention": attention or "",
         "accumulation": 1,
         "date": env.date,
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from costs.hardware import PRECISIONS
+from costs.specs.transformer_spec import attention_fields
 from planner.errors import BadInput
 from planner.profile import compare, lazy, nets, peaks, rows, timing
 from planner.profile.hooks import measure_layers
@@ -24,6 +25,7 @@ def _defined() -> dict:
         net: str
         batches: tuple[int, ...] = ()  # empty: the spec's batch
         seq_len: int | None = None
+        attention: str | None = None  # standard | flash; None: the net spec's
         precision: str = "fp32"
         optimizer: str = "momentum"
         steps: int = 10
@@ -47,6 +49,7 @@ def _defined() -> dict:
         peaks: list = field(default_factory=list)  # peak rows
         layers: dict = field(default_factory=dict)  # batch -> compare.table() (or "out of memory")
         predict_key: str | None = None
+        attention: dict = field(default_factory=dict)  # a transformer's kernel and its source
 
     def validate(req: Request) -> None:
         if any(n < 1 for n in req.batches):
@@ -72,13 +75,13 @@ def _defined() -> dict:
     def profile(req: Request) -> Result:
         """Measure every batch of the request (and, with ``layers``, each layer's times)."""
         validate(req)
-        over = nets.Overrides(req.seq_len, req.overrides.n_layers, req.overrides.vocab, req.overrides.model)
-        net = nets.load(req.net, over)
+        o = req.overrides
+        net = nets.load(req.net, nets.Overrides(req.seq_len, o.n_layers, o.vocab, o.model, req.attention))
         device = resolve(req.device)
         env = device_env(device, req.device_key)
         name = nets.display_name(req.net)
         key = env.key if env.key != rows.CPU else req.device_key
-        out = Result(env, device.type, name, predict_key=key)
+        out = Result(env, device.type, name, predict_key=key, attention=attention_fields(net.meta))
         _limit_gpu_memory(device, req.max_memory_gb)
         opts = timing.Options(req.precision, req.optimizer, req.steps, req.warmup, req.max_memory_gb)
         seq = net.layers[0].out_shape[0] if nets.is_transformer(net) else None
@@ -90,7 +93,8 @@ def _defined() -> dict:
                 continue
             step = timing.measure(net, n, device, opts)
             out.steps.append(step)
-            out.rows.append(rows.row(env, name, req.precision, step, _settings(req), seq))
+            kernel = out.attention.get("attention")  # the kernel measured and predicted
+            out.rows.append(rows.row(env, name, req.precision, step, _settings(req), seq, kernel))
         if req.peaks and not req.layers:
             out.peaks = rows.peak_rows(env, peaks.measure(device))
         return out

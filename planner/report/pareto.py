@@ -18,6 +18,7 @@ from planner.report.dominance import dominance, off_front
 from planner.report.pareto_inputs import inputs_lines as _inputs_lines
 from planner.report.pareto_table import cell as _cell
 from planner.report.pareto_table import table_columns
+from planner.report.text import attention_words
 from planner.units import duration
 
 CLOUD_CELLS = (120, 80)  # occupancy grid of the faint "every evaluated plan" layer
@@ -47,7 +48,9 @@ def _describe(p: dict) -> str:
         f"{p['gpus']} x {p['gpu']} ({p['nodes']}x{p['gpus_per_node']}"
         + (f" {p['instance']}" if p.get("instance") else "")
         + f"), {p['batch_per_worker']}/GPU, "
-        f"{mode}, {p['scheme']}, {p['precision']}" + (f", stack {p['stack']}" if p.get("stack") else "")
+        f"{mode}, {p['scheme']}, {p['precision']}"
+        + (f", stack {p['stack']}" if p.get("stack") else "")
+        + attention_words(p)
     )
 
 

@@ -151,7 +151,8 @@ def plan_file(p: dict, req: OptimizeRequest) -> dict:
         "fabric": req.fabric,  # the network between nodes (configs/fabrics.toml)
         "rank_order": req.rank_order,  # which GPUs each parallel group occupies (costs.comm.ranks)
         **({"seq_len": p["seq_len"]} if "seq_len" in p else {}),
-        **({"attention": p["attention"]} if "attention" in p else {}),  # a kernel not the spec's
+        # a kernel not the spec's (a plan file may be scored on another net: estimate NET --plan)
+        **({"attention": p["attention"]} if p.get("attention_source") == "--attention" else {}),
         **({"image_size": p["image_size"]} if "image_size" in p else {}),
         **({"convergence": req.convergence} if req.convergence != "auto" else {}),
         # columns of the axes a user can set (e.g. accumulation), under their record keys

@@ -1,5 +1,5 @@
 """The columns of the Pareto front's table (HTML and Markdown reports): every plan's GPU, scale,
-time, cost and energy; a transformer's also its parallel degrees, tokens/s and MFU."""
+time, cost and energy; a transformer's also its parallel degrees, attention kernel, tokens/s and MFU."""
 
 from __future__ import annotations
 
@@ -38,7 +38,9 @@ CLI_COLUMNS = (
     ("kind", "bound by"),
 )
 
-_LLM_TABLE = [("tp", "TP"), ("pp", "PP"), ("dp", "DP"), ("zero", "ZeRO"), ("recompute", "recompute")]
+# a transformer's parallel degrees, recomputation and attention kernel (the terminal's table too)
+LLM_COLUMNS = [("tp", "TP"), ("pp", "PP"), ("dp", "DP"), ("zero", "ZeRO"), ("recompute", "recompute")]
+LLM_COLUMNS += [("attention", "attention")]
 
 
 def table_columns(front: list[dict]) -> list[tuple[str, str]]:
@@ -48,7 +50,7 @@ def table_columns(front: list[dict]) -> list[tuple[str, str]]:
     at = [k for k, _ in TABLE].index("scheme") + 1
     return [
         *[c for c in TABLE[:at] if c[0] != "parallel"],  # TP, PP, DP say how it is split
-        *_LLM_TABLE,
+        *LLM_COLUMNS,
         *TABLE[at:-2],
         ("tokens_per_s", "tokens/s"),
         ("mfu", "MFU"),

@@ -107,6 +107,7 @@ def _study_cells(r: dict) -> list[str]:
     if r.get("gpu"):
         plan = f"{r['gpus']} x {r['gpu']}, {r['batch_per_worker']}/GPU, {r['scheme']}"
         plan += f", stack {r['stack']}" if r.get("stack") else ""
+        plan += f", {r['attention']} attention" if r.get("attention") else ""
     else:
         plan = r.get("note", "")
     t = duration(r["time_to_train_s"]) if r.get("time_to_train_s") is not None else ""

@@ -44,16 +44,17 @@ def _transformer_lines(b: dict) -> list[str]:
     line += f"   recomputation {b['recompute']}, microbatch {b['batch_per_worker']} x {b['accumulation']} per step"
     if b.get("pp", 1) > 1:
         line += f", pipeline bubble {b['bubble_ms']:,.1f} ms"
-    return [line] + attention_lines(b, "  ")
+    return [line + attention_words(b)]
 
 
-def attention_lines(b: dict, indent: str = "") -> list[str]:
-    """The attention kernel a record is costed with, where a request set one other than its net
-    spec's (``--attention``); nothing otherwise."""
-    kept = {"flash": "no s^2 scores kept", "standard": "its s^2 softmax scores kept"}
-    if b.get("attention") not in kept:
-        return []
-    return [f"{indent}attention: {b['attention']} ({kept[b['attention']]}; --attention, not the net spec's)"]
+def attention_words(b: dict) -> str:
+    """', flash attention (the net spec's)': the attention kernel a transformer's record is costed
+    with and whose choice it is (``--attention; not the net spec's``); '' for other nets."""
+    if "attention" not in b:
+        return ""
+    override = b.get("attention_source") == "--attention"
+    whose = "--attention; not the net spec's" if override else "the net spec's"
+    return f", {b['attention']} attention ({whose})"
 
 
 def tokens(n: float) -> str:

@@ -12,7 +12,7 @@ import shlex
 import numpy as np
 
 from costs.comm.ranks import MEGATRON
-from costs.specs.transformer_spec import attention_override
+from costs.specs.transformer_spec import attention_fields
 from planner import catalog
 from planner.metrics.scorer import Scorer
 from planner.space.axes import AXES, KEYS
@@ -28,7 +28,17 @@ PLAN_BREAKDOWN = [
     "throughput_samples_s",
     "memory_gb",
 ]
-PLAN_COLUMNS = [*PLAN_AXES, "network", "time_to_train_s", "cost_usd", "energy_kwh", "co2_kg", *PLAN_BREAKDOWN]
+# attention: a transformer's kernel (its source in the record's attention_source); empty for CNNs
+PLAN_COLUMNS = [
+    *PLAN_AXES,
+    "attention",
+    "network",
+    "time_to_train_s",
+    "cost_usd",
+    "energy_kwh",
+    "co2_kg",
+    *PLAN_BREAKDOWN,
+]
 _MS = (
     "forward",
     "backward",
@@ -95,7 +105,7 @@ def plan_record(scorer: Scorer, cols: dict[str, np.ndarray], i: int, objectives)
     rec.update(_transformer_fields(scorer, m))
     rec.update(_goodput_fields(scorer, m))
     rec.update(_image_fields(scorer, one))
-    rec.update(attention_override(scorer.costs.net.meta))  # a kernel other than the spec's
+    rec.update(attention_fields(scorer.costs.net.meta))  # a transformer's kernel, and whose it is
     vals = scorer.objective_values(m, objectives)[:, 0]
     rec["objective"] = float(vals[0]) if len(vals) == 1 else [float(v) for v in vals]
     cons = scorer.limits.values(m)[:, 0]
@@ -247,7 +257,7 @@ def _input_args(rec: dict) -> list[str]:
     """The sample's size a plan is costed at (a transformer's sequence, a vision net's image) and
     a transformer's attention kernel where not its spec's."""
     out = [f"--seq-len {rec['seq_len']}"] if "seq_len" in rec else []
-    out += [f"--attention {rec['attention']}"] if "attention" in rec else []
+    out += [f"--attention {rec['attention']}"] if rec.get("attention_source") == "--attention" else []
     return out + ([f"--image-size {shlex.quote(str(rec['image_size']))}"] if "image_size" in rec else [])
 
 
