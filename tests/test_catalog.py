@@ -58,7 +58,7 @@ ADDED = {
     "L40S": (91.6, 362.05, 48, 864, 350),
     "L40": (90.5, 181.05, 48, 864, 300),
     "GH200": (67.0, 990.0, 96, 4000, 1000),
-    "MI250": (45.3, 362.1, 128, 3276.8, 500),
+    "MI250": (45.3, 362.1, 128, 3276.8, 560),  # AMD CDNA 2 white paper Table 1: "500W & 560W TDP"
     "MI325X": (163.4, 1307.4, 256, 6000, 1000),
 }
 # GeForce FP16 tensor peaks with FP16 accumulate (the vendor headline, dense): Turing whitepaper

@@ -49,8 +49,21 @@ def test_b300_is_an_eighth_of_hgx_b300():
     for p, hgx in HGX_B300.items():
         assert raw["peak_tflops"][p] == pytest.approx(hgx / 8), p
     assert raw["memory_gb"] * 8 == pytest.approx(2100, rel=0.03)  # "2.1 TB"
-    assert (raw["mem_bandwidth_gbs"], raw["tdp_w"]) == (8000, 1400)
+    # NVIDIA Blackwell Ultra datasheet, HGX B300 column: "270 GB HBM3E | 7.7 TB/s", "Configurable
+    # up to 1,100 W" (8 TB/s and 1,400 W are its GB300 NVL72 column, not this 8-GPU board)
+    assert (raw["mem_bandwidth_gbs"], raw["tdp_w"]) == (7700, 1100)
     assert raw["intra_node_link"] == "nvlink5" and DEVICES["B300"].device.max_per_node == 8
+
+
+def test_b200_is_the_hgx_b200_column_of_the_blackwell_datasheet():
+    # NVIDIA Blackwell datasheet, HGX B200 (per GPU): FP32 75 TFLOPS; FP16/BF16 4.5, FP8/FP6 9 PFLOPS
+    # (sparse; dense is one-half); "180 GB HBM3E | 7.7 TB/s"; "Configurable up to 1,000 W". The
+    # GB200 columns' 8 TB/s belongs to the GB200 row.
+    raw = DEVICES["B200"].raw
+    assert raw["peak_tflops"]["fp32"] == 75.0
+    assert (raw["peak_tflops"]["bf16"], raw["peak_tflops"]["fp8"]) == (4500.0 / 2, 9000.0 / 2)
+    assert (raw["memory_gb"], raw["mem_bandwidth_gbs"], raw["tdp_w"]) == (180, 7700, 1000)
+    assert DEVICES["GB200"].raw["mem_bandwidth_gbs"] == 8000
 
 
 @pytest.mark.parametrize("key", list(CDNA4))
