@@ -204,10 +204,12 @@ def test_megatron_2021_runs_within_the_stated_band(shipped):
 def test_megatron_core_h100_runs_with_their_tp_overlap(shipped):
     """Megatron-Core 2024 on H100 overlaps tensor-parallel communication with GEMMs
     (--tp-comm-overlap, the rows' tp_overlap) and runs ZeRO 1 with sequence parallelism: its runs
-    are predicted at 0.77-1.07x under the shipped profile (462B at TP 8, PP 16: 0.77x; the TP 1
-    run, 1.7B: 1.07x; measured 2026-11-23). The band pins the error so a change is noticed."""
+    are predicted at 0.79-1.06x under the shipped profile (32B at TP 8: 0.79x; the TP 1 run,
+    1.7B: 1.06x; 462B at TP 8, PP 16 with its 7 virtual stages: 0.89x, 0.77x when it was costed
+    without interleaving; measured 2026-11-25). The band pins the error so a change is noticed."""
     assert 0.72 < _ratio(shipped, "megatron-core-gpt-32b") < 0.88
     assert 0.98 < _ratio(shipped, "megatron-core-gpt-1.7b") < 1.16
+    assert 0.84 < _ratio(shipped, "megatron-core-gpt-462b") < 0.95
     for run in shipped["llm.csv"]:
         if run.source == "megatron-core-readme-2024-h100":
             assert 0.72 < _ratio(shipped, run.net) < 1.16, run.net

@@ -55,15 +55,14 @@ def test_llama3_405b_layouts_within_15_percent_without_a_stack(capsys, tmp_path)
 def test_llama3_405b_layouts_under_the_megatron_profile(capsys, tmp_path):
     """Meta's stack is its own; the Megatron-Core class is the nearest shipped one. Its FLOP
     counting is not published: a causal count of the attention would make the 128k layout's
-    measured rate 1.4x higher (configs/measurements/scale.csv notes). The 8k layouts come within
-    15% (+4%, +5%); the 128k layout, whose step is mostly attention, within 20% (+19%: the
-    megatron profile's fused-attention rate on Hopper is fitted on runs of 2k to 8k tokens, NeMo
-    24.07's GPT-3 175B among them; it was +13% before those runs were costed with their fused
-    attention)."""
+    measured rate 1.4x higher (configs/measurements/scale.csv notes). All three come within 15%
+    (-2%, -0%, +13%; the 128k layout, whose step is mostly attention, was +19% before Megatron-Core's
+    2024 README runs were costed with the interleaved schedule they ran, which moved the megatron
+    profile's Hopper rates)."""
     profile = catalog.configs_dir() / "profiles" / "megatron.toml"
     errors = [e for _, e in sorted(_errors(capsys, tmp_path, "--calibration", str(profile)).items())]
     assert len(errors) == 3
-    assert all(abs(e) <= 15.0 for e in errors[:2]) and abs(errors[2]) <= 20.0, errors
+    assert all(abs(e) <= 15.0 for e in errors), errors
 
 
 def _tflops(order: str, fabric: str) -> list[float]:
@@ -106,7 +105,7 @@ def test_llama3_405b_layouts_in_either_rank_order():
     meta = _tflops(PP_INSIDE_DP, "meta-llama3-roce")
     megatron = _tflops(MEGATRON, "meta-llama3-roce")
     assert meta == pytest.approx(flat, rel=1e-12)
-    assert meta == pytest.approx([409.1, 385.5, 330.9], abs=0.05)
-    assert megatron == pytest.approx([407.2, 371.8, 326.2], abs=0.05)
+    assert meta == pytest.approx([405.3, 382.9, 331.5], abs=0.05)
+    assert megatron == pytest.approx([403.5, 369.5, 326.7], abs=0.05)
     drop = [1.0 - b / a for a, b in zip(meta, megatron, strict=True)]
     assert 0.0 < drop[0] < 0.01 and all(0.01 < d < 0.05 for d in drop[1:]), drop
