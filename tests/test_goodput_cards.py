@@ -9,12 +9,11 @@ Sources (read 2026-11-25):
   15.6T tokens on up to 16,384 H100 over 400 Gb/s links (arXiv:2407.21783).
 
 What the predictions say (planner's numbers when these tests were written, printed by the
-tests on failure): Llama 3.1 405B on 16,384 H100 over ib_ndr, TP 4 x PP 8 x DP 512 with 8
-virtual stages, 37.9M GPU-hours (+22.9%), of which goodput loss 7.4% (2.8M GPU-hours, about 750
+tests on failure): Llama 3.1 405B on 16,384 H100 over ib_ndr, TP 8 x PP 32 x DP 64 with 4
+virtual stages, 34.1M GPU-hours (+10.6%), of which goodput loss 7.4% (2.5M GPU-hours, about 670
 failures at a 10 min relaunch each, planner.goodput.RESTART_MIN from MegaScale, plus the reload
-and the lost work); failure-free it would be 35.1M (+13.8%). The planner's MFU for that plan
-(31.5%) is below the 38-41% the Llama 3 paper measured (Table 4): throughput, not goodput, is what
-is left of the gap. Llama 2 70B on 2,048 A100 over 200 Gb/s InfiniBand (ib_hdr) predicts 1.19M
+and the lost work); failure-free it would be 31.6M (+2.4%). The planner's MFU for that plan
+(35.0%) is below the 38-41% the Llama 3 paper measured (Table 4). Llama 2 70B on 2,048 A100 over 200 Gb/s InfiniBand (ib_hdr) predicts 1.19M
 GPU-hours (-30.6%), goodput loss 1.0%: the gap is throughput, not goodput (MFU 65% predicted,
 43.5% implied by the card: 6 x 70e9 x 2e12 / (1,720,320 h x 3600 x 312e12)).
 
