@@ -2,7 +2,7 @@
 
 Every run of configs/measurements/llm.csv and scale.csv ran on its GPUs, so its layout fit in
 their memory. planner's memory model (costs/llm/memory.py: model states under ZeRO, activations
-per Korthikanti et al. 2022 times the microbatches the first pipeline stage keeps in flight) is
+per Korthikanti et al. 2022 times the microbatches each pipeline rank keeps in flight) is
 applied to each run's own layout and attention kernel (its ``attention`` column, else its net
 spec's), with Adam and each shipped stack's gradient buffers (all of
 them at the parameters' precision), and compared with the GPU's memory. A run predicted above

@@ -1,7 +1,7 @@
 """Why a transformer plan has its parallel degrees: each one against its neighbours.
 
 For the tensor-, pipeline- and context-parallel degrees, the ZeRO stage, the recomputation, sequence
-parallelism and the microbatch, the plan is re-scored with that one choice changed (the GPUs
+parallelism, the microbatch, the virtual pipeline stages and the tensor-parallel overlap, the plan is re-scored with that one choice changed (the GPUs
 stay; data parallelism takes up the difference) and the sentence says what the neighbour
 costs: it does not fit (and how much memory it needs), it is not a plan (why), or how much
 slower or dearer it is.
@@ -21,8 +21,10 @@ _LABEL = {
     "recompute": "recomputation",
     "sp": "sequence parallelism",
     "microbatch": "microbatch",
+    "interleave": "virtual stages",
+    "tp_overlap": "TP overlap",
 }
-_ALL = ("zero", "recompute", "sp")  # few choices: compare with each
+_ALL = ("zero", "recompute", "sp", "tp_overlap")  # few choices: compare with each
 
 
 def _neighbours(space, axis: str, i: int) -> list[int]:

@@ -145,14 +145,27 @@ def sp_choices(problem: Problem) -> tuple[str, ...]:
 
 def tp_overlap_choices(problem: Problem) -> tuple[str, ...]:
     """Tensor-parallel communication overlapped with the GEMMs (Megatron-Core's
-    --tp-comm-overlap): off unless asked, since not every stack does it."""
+    --tp-comm-overlap, torchtitan's async TP): searched (off, on) by default where a stack of
+    the request runs it, as NVIDIA's performance recipes set it for TP > 1 (llm.csv's
+    Megatron-Core and Megatron-Bridge rows); the stack axis keeps it off for the others."""
     text = problem.axis_option("tp_overlap")
-    if text is None or problem.llm is None:
+    if problem.llm is None:
         return ("off",)
+    if text is None:
+        return ("off", "on") if _stacks_run(problem, "tp_overlap") else ("off",)
     values = tuple(dict.fromkeys(x.strip() for x in text.split(",")))
     if not values or not set(values) <= {"on", "off"}:
         raise BadInput(f"--tp-overlap '{text}' (valid: on, off, or on,off)")
     return values
+
+
+def _stacks_run(problem: Problem, key: str) -> bool:
+    """Whether any stack the request resolved (its cost model's) runs plans with ``key``."""
+    from planner.stacks import registry
+
+    model = problem.model
+    names = model.stacks if model is not None and model.stacks else ()
+    return any(registry.get(name).allows(key) for name in names)
 
 
 def ep_overlap_choices(problem: Problem) -> tuple[str, ...]:
@@ -306,7 +319,7 @@ AXES: tuple[Axis, ...] = (
         fields=(Field("tp_overlap", _value("tp_overlap")),),
         estimate_args=lambda r: ["--tp-overlap"] if r.get("tp_overlap") == "on" else [],
         option="Tensor-parallel communication overlapped with the GEMMs (Megatron-Core's --tp-comm-overlap): "
-        "on, off or on,off (default off).",
+        "on, off or on,off (default on,off where the stack runs it, as megatron and fsdp do; else off).",
     ),
     Axis(
         "zero",
