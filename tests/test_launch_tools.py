@@ -38,8 +38,11 @@ from test_launch import PLANS as CONTRACT_PLANS  # noqa: E402
 LLM_TARGETS = ("megatron", "nemo", "torchtitan", "deepspeed", "accelerate")
 # targets that refuse the issue's llama3-70b plan, and why (test_launch.py pins the reasons)
 REFUSE_LLAMA = {
-    "accelerate": "sequence parallelism: transformers' tensor-parallel plans keep norms replicated over TP"
+    "accelerate": "tensor-parallel plans keep norms and activations replicated over the TP group",
+    "deepspeed": "Megatron-DeepSpeed has no tensor-parallel communication overlap",
 }
+# the search kept to each refusing target's plans
+KEPT = {"accelerate": "llama-dp", "deepspeed": "llama-ds"}
 
 
 def need(module: str):
@@ -65,6 +68,8 @@ def plans(tmp_path_factory) -> dict[str, LaunchPlan]:
         "llama": llama,
         # the same search kept to plans accelerate runs without Megatron-LM (data parallel)
         "llama-dp": [*llama, "--target", "accelerate"],
+        # kept to the plans Megatron-DeepSpeed runs (no TP communication overlap)
+        "llama-ds": [*llama, "--target", "deepspeed"],
         # a long sequence, where the search kept to accelerate's plans picks context parallelism
         "llama-cp": ["llama3-8b", "--budget", "64gpus", "--gpu", "H100_SXM", "--network", "ib_ndr"]
         + ["--seq-len", "131072", "--target", "accelerate", "--format", "json"],
@@ -115,14 +120,21 @@ def test_every_llm_target_runs_or_refuses_the_llama_plan(plans, name):
     CLI's exit 2 is in test_launch.py); a refusing target runs the plan of the search kept to
     what it runs."""
     p = plans["llama"]
-    assert (p.tp, p.sp, p.pp, p.zero, p.recompute) == (4, True, 1, 3, "none")  # what the search picks
+    assert (p.tp, p.sp, p.pp, p.zero, p.recompute, p.tp_overlap) == (
+        8,
+        True,
+        1,
+        2,
+        "none",
+        True,
+    )  # what the search picks
     why = TARGETS[name].refusal(p)
     assert (why is None) == (name not in REFUSE_LLAMA), why
     if why is None:
         assert emit(p, [TARGETS[name]], LaunchOptions())
     else:
-        assert "\n" not in why
-        assert TARGETS[name].refusal(plans["llama-dp"]) is None
+        assert "\n" not in why and REFUSE_LLAMA[name] in why
+        assert TARGETS[name].refusal(plans[KEPT[name]]) is None
 
 
 # --- DeepSpeed ---------------------------------------------------------------------------
@@ -150,7 +162,7 @@ def deepspeed_comm(monkeypatch):
     monkeypatch.setattr(deepspeed.comm, "get_rank", lambda *a, **k: 0)
 
 
-@pytest.mark.parametrize("which", ["llama", "llama-dp"])
+@pytest.mark.parametrize("which", ["llama-ds", "llama-dp"])
 def test_deepspeed_config_passes_deepspeeds_batch_arithmetic(plans, tmp_path, deepspeed_comm, which):
     """The DeepSpeed config at the plan's data-parallel size (Megatron-DeepSpeed's model-parallel
     unit tells DeepSpeed the same): batch arithmetic, ZeRO stage, precision."""
@@ -180,7 +192,7 @@ def test_megatron_deepspeed_arguments_carry_the_plan(plans, tmp_path):
 
     import deepspeed
 
-    plan = plans["llama"]
+    plan = plans["llama-ds"]
     flags = tokens(files_for(plan, "deepspeed", tmp_path) / "megatron_deepspeed_args.txt")
     parsed, _ = deepspeed.add_config_arguments(argparse.ArgumentParser()).parse_known_args(
         ["--deepspeed", "--deepspeed_config", str(flags["--deepspeed_config"])]
@@ -207,7 +219,7 @@ MEGATRON_DEEPSPEED_CHECK = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("which", ["llama", "llama8-tp2-zero1", "llama70-pp4-zero1-full"])
+@pytest.mark.parametrize("which", ["llama-ds", "llama8-tp2-zero1", "llama70-pp4-zero1-full"])
 def test_deepspeed_arguments_pass_megatron_deepspeed_validate_args(plans, tmp_path, which):
     """With a Megatron-DeepSpeed checkout (MEGATRON_DEEPSPEED, as the emitted script reads it),
     its own parse_args and validate_args accept the arguments at the plan's world size."""
@@ -610,7 +622,7 @@ def test_accelerate_tensor_parallel_plan_builds_its_parallelism_config(plans, tm
     need("accelerate")
     from accelerate.parallelism_config import ParallelismConfig
 
-    plan = dataclasses.replace(plans["llama"], sp=False)
+    plan = dataclasses.replace(plans["llama"], sp=False, tp_overlap=False, zero=3)
     assert TARGETS["accelerate"].refusal(plan) is None
     out = files_for(plan, "accelerate", tmp_path)
     env = _accelerate_env(plan, out)
@@ -646,7 +658,9 @@ def test_accelerate_context_parallel_config_passes_accelerate_launch(plans, tmp_
         plan = plans["llama-cp"]
         assert plan.cp > 1 and plan.zero >= 2 and not plan.sp
     else:
-        plan = dataclasses.replace(plans["llama"], sp=False, tp=2, cp=2, cp_comm="p2p", recompute="full")
+        plan = dataclasses.replace(
+            plans["llama"], sp=False, tp=2, cp=2, cp_comm="p2p", recompute="full", tp_overlap=False
+        )
     assert TARGETS["accelerate"].refusal(plan) is None
     out = files_for(plan, "accelerate", tmp_path)
     env = _accelerate_env(plan, out)
@@ -673,7 +687,7 @@ def test_accelerate_megatron_lm_plugin_gets_the_plans_degrees(plans, tmp_path, m
     need("accelerate")
     from accelerate.utils import MegatronLMPlugin
 
-    plan = dataclasses.replace(plans["llama"], zero=1, recompute=recompute)
+    plan = dataclasses.replace(plans["llama"], zero=1, recompute=recompute, tp_overlap=False)
     out = files_for(plan, "accelerate", tmp_path)
     env = _accelerate_env(plan, out)
     assert env["ACCELERATE_USE_MEGATRON_LM"] == "true"

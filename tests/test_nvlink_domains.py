@@ -111,14 +111,21 @@ def _best_at(scorer, cols, m, gpus: int, per_node: int) -> float:
 
 def test_gb200_optimize_picks_two_nvl72_racks_for_mixtral(capsys):
     """Mixtral 8x7B on 144 GB200: the best plan (ZeRO-3, DP 72 x CP 2) gathers and reduces over
-    144 GPUs, 72 of them in each rack on NVLink, and beats every 144-GPU plan in 8-GPU nodes by
-    more than the 0.5% within which the search calls plans tied."""
+    144 GPUs, 72 of them in each rack on NVLink, and beats every 144-GPU plan in 8-GPU nodes.
+    With tensor-parallel communication exposed (--tp-overlap off) by 2.8%; with it overlapped,
+    as the megatron stack runs it and the search then includes, the best 8-GPU-node plan comes
+    within 0.2%, inside the 0.5% within which the search calls plans tied."""
     req = dict(GB200_144)
     scorer, _ = build(OptimizeRequest("mixtral-8x7b", **req))
     cols = scorer.space.grid()
     m = scorer.metrics(cols)
     wide, narrow = _best_at(scorer, cols, m, 144, 72), _best_at(scorer, cols, m, 144, 8)
-    assert wide < 0.99 * narrow
+    assert 0.995 * narrow < wide < narrow
+    exposed, _ = build(OptimizeRequest("mixtral-8x7b", **req, axes=(("tp_overlap", "off"),)))
+    cols = exposed.space.grid()
+    m = exposed.metrics(cols)
+    assert _best_at(exposed, cols, m, 144, 72) == pytest.approx(wide, rel=1e-12)
+    assert _best_at(exposed, cols, m, 144, 72) < 0.98 * _best_at(exposed, cols, m, 144, 8)
     args = ["optimize", "mixtral-8x7b", "--gpu", "GB200", "--owned", "GB200:144", "--budget", "144gpus"]
     code, out, err = _run(capsys, *args, "--network", "ib_xdr", "--global-batch", "576", "--format", "json")
     assert code == 0, err

@@ -167,6 +167,7 @@ class Accelerate(Target):
         "sp": ("off",),
         "cp_comm": tuple(CP_STRATEGY),
         "recompute": ("none", "full"),
+        "tp_overlap": ("off",),
     }
 
     def couple(self, options: dict[str, str]) -> dict[str, str]:
@@ -196,6 +197,11 @@ class Accelerate(Target):
             return "this target writes no expert-parallel or interleaved-pipeline settings for accelerate (use --target megatron)"
         if plan.sp and plan.zero >= 2 and plan.pp == 1:
             return SP_REFUSAL
+        if plan.tp_overlap:
+            return (
+                "accelerate writes no tensor-parallel communication overlap (Megatron-Core's "
+                "--tp-comm-overlap, torchtitan's async TP; use --target megatron, nemo or torchtitan)"
+            )
         if _nd(plan) or plan.cp > 1:
             return self._nd_refusal(plan)
         if _megatron(plan):
