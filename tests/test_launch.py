@@ -172,7 +172,11 @@ def test_llm_plan_numbers_in_every_engine():
         ("accelerate", llm(tp=4, sp=False, cp=2, zero=1), "context parallelism under FSDP2 only"),
         ("accelerate", llm(tp=1, sp=False, cp=2, zero=3, cp_comm="a2a"), "all-to-all over heads"),
         ("accelerate", llm(tp=8, sp=False, zero=3, gpus=8), "TP 8 takes every GPU of the plan"),
-        ("accelerate", llm(tp=4, sp=False, zero=3, tp_overlap=True), "no tensor-parallel communication overlap"),
+        (
+            "accelerate",
+            llm(tp=4, sp=False, zero=3, tp_overlap=True),
+            "no tensor-parallel communication overlap",
+        ),
         ("accelerate", llm(net="gpt2-xl", tp=2, sp=False, zero=3), "no tensor-parallel plan for gpt2"),
         ("accelerate", llm(net="llama3-8b", tp=16, sp=False, zero=3, gpus=64), "8 key/value heads, TP 16"),
         ("nemo", PLANS["vgg16-single-node"], "is a CNN"),
