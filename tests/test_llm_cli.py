@@ -144,3 +144,25 @@ def test_tp_overlap_option(capsys):
     assert hidden["tp_comm_ms"] < plain["tp_comm_ms"] and hidden["total_ms"] < plain["total_ms"]
     code, out, err = run(capsys, "optimize", "llama3-8b", "--budget", "16gpus", "--tp-overlap", "maybe")
     assert code == 2 and "--tp-overlap 'maybe' (valid: on, off, or on,off)" in err
+
+
+def test_tp_overlap_is_searched_where_the_stack_runs_it(capsys, tmp_path):
+    """The megatron stack (the transformer default) runs Megatron-Core's --tp-comm-overlap, so
+    optimize searches it on and off: Llama 3 70B on 512 H100 takes TP 8 with it, says so in the
+    plan's words and against its neighbour, and the Reproduce line sets it. The pytorch stack
+    runs no tensor parallelism, so its search keeps it off; a target's pinned axes (deepspeed:
+    no TP overlap, EP 1, CP 1, one virtual stage) are not listed as raw keys."""
+    args = ["optimize", "llama3-70b", "--budget", "512gpus", "--gpu", "H100_SXM", "--network", "ib_ndr"]
+    code, out, err = run(capsys, *args, "--out", str(tmp_path / "a"))
+    assert code == 0, err
+    plan = out.splitlines()[2]
+    assert plan.startswith("  TP 8 x PP 1") and "TP communication overlapped" in plan
+    assert "  - TP overlap on: TP overlap off " in out and "--tp-overlap" in out.split("Reproduce:")[1]
+    code, out, err = run(capsys, *args, "--target", "deepspeed", "--out", str(tmp_path / "b"))
+    plan = out.splitlines()[2]
+    assert code == 0 and "overlapped" not in plan
+    assert not any(k in plan for k in ("tp_overlap", "ep 1", "cp 1", "interleave", "pp_schedule")), plan
+    code, out, err = run(
+        capsys, *args, "--stack", "pytorch", "--format", "json", "--out", str(tmp_path / "c")
+    )
+    assert code == 0 and json.loads(out)["best"]["tp_overlap"] == "off"

@@ -7,10 +7,27 @@ from planner.result.stacks import lines as stack_lines
 from planner.space.axes import HEADERS, OPTIONS
 from planner.units import duration
 
+# record keys the plan's description already puts in words (_parallel, the transformer line)
+_WORDED = {
+    "tp",
+    "pp",
+    "cp",
+    "cp_comm",
+    "zero",
+    "sp",
+    "ep",
+    "interleave",
+    "pp_schedule",
+    "tp_overlap",
+    "ep_overlap",
+}
+
 
 def _set_axes(result) -> list[str]:
-    """Record keys of the declared axes whose option the request set (e.g. accumulation)."""
-    return [f.key for a in OPTIONS if a.name in result.request for f in a.fields]
+    """Record keys of the declared axes whose option the request set (e.g. accumulation), but
+    those the description words already (a target's search pins them: ep 1, cp 1, ...)."""
+    keys = [f.key for a in OPTIONS if a.name in result.request for f in a.fields]
+    return [k for k in keys if k not in _WORDED]
 
 
 def _parallel(b: dict) -> str:
@@ -24,6 +41,8 @@ def _parallel(b: dict) -> str:
         parts += ["sequence parallel"] if b.get("sp") == "on" else []
         parts += [f"EP {b['ep']}"] if b.get("ep", 1) > 1 else []
         parts += [f"{b['interleave']} virtual stages"] if b.get("interleave", 1) > 1 else []
+        parts += ["TP communication overlapped"] if b.get("tp_overlap") == "on" else []
+        parts += ["expert all-to-alls overlapped"] if b.get("ep_overlap") == "on" else []
         names = {"zb1p": "zero-bubble ZB1P", "dualpipe": "DualPipe", "dualpipev": "DualPipeV"}
         parts += [f"{names[b['pp_schedule']]} schedule"] if b.get("pp_schedule", "1f1b") != "1f1b" else []
         return ", ".join(parts)
