@@ -1,10 +1,12 @@
 """Each launch target's files, checked by the tool's own code from its pip package.
 
 The plans are the issue's: the best plan of `planner optimize llama3-70b --budget 512gpus --gpu
-H100_SXM --network ib_ndr` (TP 4 with sequence parallelism, ZeRO 3, no recomputation: megatron,
-nemo, torchtitan and deepspeed run it; accelerate refuses its sequence parallelism in one line and
-is checked on the best plan of the same search kept to what it runs, on the plan without sequence
-parallelism (FSDP2 with a parallelism_config) and on its Megatron-LM plugin variant),
+H100_SXM --network ib_ndr` (TP 8 with sequence parallelism and its communication overlapped,
+ZeRO 2, no recomputation: megatron, nemo and torchtitan run it; deepspeed refuses its TP overlap
+and is checked on the best plan of the search kept to it; accelerate refuses its sequence
+parallelism in one line and is checked on the best plan of the same search kept to what it runs,
+on the plan without sequence parallelism or TP overlap (FSDP2 with a parallelism_config) and on
+its Megatron-LM plugin variant),
 and the best plan of resnet50 on 64 H100 (torchrun, slurm, skypilot). A tool that is not
 installed skips its test with the command that installs it (`pip install '.[launch]'`, which CI
 runs); the checks that need a source checkout (Megatron-LM, Megatron-DeepSpeed: neither is on
