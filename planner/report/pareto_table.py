@@ -38,9 +38,9 @@ CLI_COLUMNS = (
     ("kind", "bound by"),
 )
 
-# a transformer's parallel degrees, recomputation and attention kernel (the terminal's table too)
+# a transformer's parallel degrees, recomputation, TP overlap and attention kernel (the terminal's table too)
 LLM_COLUMNS = [("tp", "TP"), ("pp", "PP"), ("dp", "DP"), ("zero", "ZeRO"), ("recompute", "recompute")]
-LLM_COLUMNS += [("attention", "attention")]
+LLM_COLUMNS += [("tp_overlap", "TP overlap"), ("attention", "attention")]
 
 
 def table_columns(front: list[dict]) -> list[tuple[str, str]]:

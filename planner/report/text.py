@@ -341,9 +341,13 @@ def _alternatives_lines(result) -> list[str]:
 def _shown_headers(plans: list[dict]) -> list[tuple[str, str]]:
     """The axes' compact columns, without the model-parallel ones when every plan is plain data
     parallel (a CNN's)."""
-    neutral = {"tp": 1, "pp": 1, "zero": 0, "recompute": "none"}
+    neutral = {"tp": 1, "pp": 1, "zero": 0, "recompute": "none", "tp_overlap": "off"}
     split = any(a.get("tp", 1) * a.get("pp", 1) > 1 for a in plans)
-    shown = [(k, h) for k, h in HEADERS if k not in neutral or any(a.get(k) != neutral[k] for a in plans)]
+    shown = [
+        (k, h)
+        for k, h in HEADERS
+        if k not in neutral or any(a.get(k, neutral[k]) != neutral[k] for a in plans)
+    ]
     # a transformer's plans are split by their TP, PP and DP columns: the CNN "parallel" column
     # (data or hybrid) would read "data" for every one of them
     llm = any("tokens_per_s" in a for a in plans)

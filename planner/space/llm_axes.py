@@ -316,7 +316,7 @@ AXES: tuple[Axis, ...] = (
         choices=tp_overlap_choices,
         plan=lambda ch: {"tp_overlap": ch.value("tp_overlap") == "on"},
         valid=lambda ch: (ch.value("tp_overlap") == "off") | (ch.value("tp") > 1),
-        fields=(Field("tp_overlap", _value("tp_overlap")),),
+        fields=(Field("tp_overlap", _value("tp_overlap"), "TP overlap"),),
         estimate_args=lambda r: ["--tp-overlap"] if r.get("tp_overlap") == "on" else [],
         option="Tensor-parallel communication overlapped with the GEMMs (Megatron-Core's --tp-comm-overlap): "
         "on, off or on,off (default on,off where the stack runs it, as megatron and fsdp do; else off).",
