@@ -8,19 +8,7 @@ from planner.space.axes import HEADERS, OPTIONS
 from planner.units import duration
 
 # record keys the plan's description already puts in words (_parallel, the transformer line)
-_WORDED = {
-    "tp",
-    "pp",
-    "cp",
-    "cp_comm",
-    "zero",
-    "sp",
-    "ep",
-    "interleave",
-    "pp_schedule",
-    "tp_overlap",
-    "ep_overlap",
-}
+_WORDED = set("tp pp cp cp_comm zero sp ep interleave pp_schedule tp_overlap ep_overlap".split())
 
 
 def _set_axes(result) -> list[str]:
@@ -343,18 +331,15 @@ def _shown_headers(plans: list[dict]) -> list[tuple[str, str]]:
     parallel (a CNN's)."""
     neutral = {"tp": 1, "pp": 1, "zero": 0, "recompute": "none", "tp_overlap": "off"}
     split = any(a.get("tp", 1) * a.get("pp", 1) > 1 for a in plans)
-    shown = [
-        (k, h)
-        for k, h in HEADERS
-        if k not in neutral or any(a.get(k, neutral[k]) != neutral[k] for a in plans)
-    ]
+    # a column every plan holds at its neutral value says nothing
+    hidden = {k for k, v in neutral.items() if all(a.get(k, v) == v for a in plans)}
     # a transformer's plans are split by their TP, PP and DP columns: the CNN "parallel" column
     # (data or hybrid) would read "data" for every one of them
     llm = any("tokens_per_s" in a for a in plans)
-    hidden = set() if split or llm else {"dp"}
+    hidden |= set() if split or llm else {"dp"}
     hidden |= {"parallel"} if llm else set()
     hidden |= set() if len({a.get("stack") for a in plans}) > 1 else {"stack"}
-    return [(k, h) for k, h in shown if k not in hidden]
+    return [(k, h) for k, h in HEADERS if k not in hidden]
 
 
 def _search_line(s: dict) -> str:
