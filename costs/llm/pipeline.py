@@ -89,8 +89,9 @@ def in_flight(p, v, m) -> tuple:
     microbatch groups of ``G = p`` (megatron/core/pipeline_parallel/schedules.py,
     ``get_pp_rank_microbatches``, microbatch_group_size_per_vp_stage defaulting to the pipeline
     size), each chunk ``1 / v`` of the stage: ``p + (p - 1 - 2 r) / v`` microbatches of the
-    stage, or all ``m`` when ``m <= p`` (every forward of the step before any backward), and ``1 + (p - 1) / (p v)``
-    times plain 1F1B's ``p`` on rank 0 (Korthikanti et al. 2022, arXiv:2205.05198, §4)."""
+    stage, or all ``m`` when ``m <= p`` (every forward of the step before any backward); on rank 0
+    that is ``1 + (p - 1) / (p v)`` times plain 1F1B's ``p`` (Korthikanti et al. 2022,
+    arXiv:2205.05198, §4)."""
     p = np.asarray(p, dtype=float)
     m = np.asarray(m, dtype=float)
     inter = np.asarray(v) > 1

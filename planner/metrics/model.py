@@ -37,11 +37,11 @@ UNSEEN_SD_LOG = {"cnn": 0.254, "transformer": 0.518, "all": 0.349}
 # An answer without --stack predicts with its family's default stack, but the run it stands for
 # may be of any stack: its interval is widened to the envelope of every shipped stack's 80%
 # interval of measured / predicted under the default stack's profile, measured on the shipped
-# runs by planner/calibrate/spread.py (rerun 2026-11-25 after megatron's refit with NeMo 24.07's
-# GPT-3 runs costed with their fused attention, and the profiles' intervals moved to
+# runs by planner/calibrate/spread.py (rerun 2026-11-25 after the megatron and default refits
+# with Megatron-Core's 2024 README runs costed with their interleaved schedule; intervals from
 # split-conformal ranks, costs.fit.calibration.tail_quantiles; tests/test_interval_coverage.py
 # checks the figures against the data). CNNs (default optimized-cnn): eager PyTorch runs 79%
-# slower at the median; transformers (default megatron): fsdp 25%, eager PyTorch 70% slower.
+# slower at the median; transformers (default megatron): fsdp 21%, eager PyTorch 66% slower.
 BETWEEN_STACKS = {"cnn": (0.3291, 1.2259), "transformer": (0.4136, 1.0913)}
 Z80 = 1.2816  # the standard normal's 90th percentile: an 80% two-sided interval
 

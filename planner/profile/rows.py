@@ -3,8 +3,8 @@
 from its name. No torch here.
 
 One row per (precision, batch): ``metric`` ``samples_per_s`` (the batch over the median step
-time), the phases in ``notes``, a transformer's attention kernel in ``attention``. A batch that ran out of memory is a row with ``metric``
-``out_of_memory`` and no value, which the loader skips. Rows measured on the CPU carry the
+time), the phases in ``notes``, a transformer's attention kernel in ``attention``. A batch that
+ran out of memory is a row with ``metric`` ``out_of_memory`` and no value, which the loader skips. Rows measured on the CPU carry the
 device ``cpu``, which ``calibrate`` refuses: a GPU's profile is fitted from GPU rows only.
 """
 

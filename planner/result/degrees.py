@@ -1,8 +1,9 @@
 """Why a transformer plan has its parallel degrees: each one against its neighbours.
 
-For the tensor-, pipeline- and context-parallel degrees, the ZeRO stage, the recomputation, sequence
-parallelism, the microbatch, the virtual pipeline stages and the tensor-parallel overlap, the plan is re-scored with that one choice changed (the GPUs
-stay; data parallelism takes up the difference) and the sentence says what the neighbour
+For the tensor-, pipeline- and context-parallel degrees, the ZeRO stage, the recomputation,
+sequence parallelism, the microbatch, the virtual pipeline stages and the tensor-parallel
+overlap, the plan is re-scored with that one choice changed (the GPUs stay; data parallelism
+takes up the difference) and the sentence says what the neighbour
 costs: it does not fit (and how much memory it needs), it is not a plan (why), or how much
 slower or dearer it is.
 """
